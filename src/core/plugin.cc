@@ -1,0 +1,501 @@
+#include "core/plugin.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/settings.h"
+#include "handshake/handle.h"
+#include "topology/ifname_filter.h"
+#include "topology/interface.h"
+#include "transport/tcp/tcp_connection.h"
+
+namespace mesh {
+
+namespace {
+
+// The process exit (or the unload of a build without -z nodelete) joins our threads before
+// the code goes away.
+struct ShutdownAtExit {
+  ~ShutdownAtExit() { Plugin::instance().shutdown(); }
+};
+
+std::string describe_addrs(const std::vector<Ipv4Prefix>& addrs) {
+  std::string s;
+  for (const Ipv4Prefix& a : addrs) s += (s.empty() ? "" : ", ") + format_prefix(a);
+  return s.empty() ? "(none)" : s;
+}
+
+std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
+  std::string s;
+  for (const auto& i : itfs) s += (s.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
+  return s.empty() ? "(none)" : s;
+}
+
+}  // namespace
+
+Plugin& Plugin::instance() {
+  static Plugin plugin;
+  static ShutdownAtExit at_exit;
+  return plugin;
+}
+
+bool Plugin::discover(std::string* why) {
+  if (discovered_) return true;
+  const Settings& s = settings();
+  const auto all = topology::discover_interfaces();
+  selection_ = topology::select_interfaces(all, topology::IfnameFilter::parse(s.ifname));
+  for (const std::string& note : selection_.notes) MESH_INFO(NCCL_INIT | NCCL_NET, "%s", note.c_str());
+  if (selection_.used.empty()) {
+    *why = "no usable IPv4 interface (found: " + describe_interfaces(all) + ")" +
+           (s.ifname.empty() ? "" : " with NCCL_MESH_IFNAME=" + s.ifname) +
+           "; check that the mesh interfaces are up and have IPv4 addresses";
+    return false;
+  }
+  if (selection_.loopback_fallback) {
+    MESH_INFO(NCCL_INIT | NCCL_NET, "no non-loopback interface is up: using loopback only");
+  }
+  devices_ = topology::group_devices(selection_.used);
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    std::string members;
+    for (size_t m : devices_[d].members) {
+      members += (members.empty() ? "" : ", ") + selection_.used[m].name + " " +
+                 format_prefix(selection_.used[m].addr);
+    }
+    MESH_INFO(NCCL_INIT | NCCL_NET, "device %zu %s: %s, %d Mb/s, pci %s", d,
+              devices_[d].name.c_str(), members.c_str(), devices_[d].speed_mbps,
+              devices_[d].pci_path.empty() ? "(virtual)" : devices_[d].pci_path.c_str());
+  }
+  discovered_ = true;
+  return true;
+}
+
+ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffic_class,
+                          bool legacy, Context** ctx) {
+  if (logger != nullptr) set_logger(logger);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string why;
+  if (!discover(&why)) {
+    MESH_WARN("init failed: %s", why.c_str());
+    return ncclSystemError;
+  }
+  if (!service_.running()) {
+    std::vector<Ipv4Prefix> addrs;
+    for (const auto& itf : selection_.used) addrs.push_back(itf.addr);
+    const Settings& s = settings();
+    if (!service_.start(addrs, static_cast<uint16_t>(s.handshake_port), s.connect_timeout_ms,
+                        s.max_pending_handshakes, &why)) {
+      MESH_WARN("init failed: %s", why.c_str());
+      return ncclSystemError;
+    }
+    MESH_INFO(NCCL_INIT | NCCL_NET, "handshake service on port %u of %s", service_.port(),
+              describe_interfaces(selection_.used).c_str());
+  }
+  if (legacy && legacy_ != nullptr) {
+    *ctx = legacy_;
+    return ncclSuccess;
+  }
+  auto* c = new Context;
+  c->comm_id = comm_id;
+  c->traffic_class = traffic_class;
+  contexts_.insert(c);
+  if (legacy) legacy_ = c;
+  *ctx = c;
+  return ncclSuccess;
+}
+
+Context* Plugin::legacy_context() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return legacy_;
+}
+
+bool Plugin::valid_context(void* ctx) { return contexts_.count(static_cast<Context*>(ctx)) != 0; }
+
+void Plugin::close_context_objects(Context* ctx) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->first.first == ctx) {
+      service_.cancel_connect(it->second);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (ctx == nullptr || it->second == ctx) {
+      MESH_INFO(NCCL_NET, "closing %s left open at finalize", it->first->describe().c_str());
+      it->first->close();
+      {
+        std::lock_guard<std::mutex> mr_lock(mr_mu_);
+        auto r = regions_.find(it->first);
+        if (r != regions_.end()) {
+          for (MemoryRegion* mr : r->second) delete mr;
+          regions_.erase(r);
+        }
+      }
+      delete it->first;
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = listens_.begin(); it != listens_.end();) {
+    if (ctx == nullptr || it->second == ctx) {
+      service_.close_listen(it->first->endpoint);
+      delete it->first;
+      it = listens_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+ncclResult_t Plugin::finalize(void* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // NCCL 2.28 calls finalize even after a failed init, with a NULL or stale context.
+  if (ctx == nullptr || !valid_context(ctx)) {
+    MESH_INFO(NCCL_INIT, "finalize of a context this plugin does not know (failed init?)");
+    return ncclSuccess;
+  }
+  auto* c = static_cast<Context*>(ctx);
+  close_context_objects(c);
+  contexts_.erase(c);
+  if (c == legacy_) legacy_ = nullptr;
+  c->tag = ObjectTag::kDead;
+  delete c;
+  if (contexts_.empty()) {
+    service_.stop();  // the last communicator is gone: NCCL may dlclose us next
+    MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
+  }
+  return ncclSuccess;
+}
+
+void Plugin::shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& p : pending_) service_.cancel_connect(p.second);
+  pending_.clear();
+  close_context_objects(nullptr);
+  service_.stop();
+  for (Context* c : contexts_) delete c;
+  contexts_.clear();
+  legacy_ = nullptr;
+}
+
+ncclResult_t Plugin::devices(int* ndev) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!discovered_) {
+    MESH_WARN("devices() called before init");
+    return ncclInternalError;
+  }
+  *ndev = static_cast<int>(devices_.size());
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::properties(int dev, DeviceProperties* props) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!discovered_ || dev < 0 || static_cast<size_t>(dev) >= devices_.size()) {
+    MESH_WARN("getProperties: device %d does not exist (%zu devices)", dev, devices_.size());
+    return ncclInvalidArgument;
+  }
+  const topology::Device& d = devices_[static_cast<size_t>(dev)];
+  *props = DeviceProperties{};
+  props->name = d.name.c_str();
+  props->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
+  props->guid = static_cast<uint64_t>(dev);
+  props->speed_mbps = d.speed_mbps;
+  return ncclSuccess;
+}
+
+std::vector<Ipv4Prefix> Plugin::advertised_addresses(int dev) {
+  // The listening device's interfaces first: a connector that finds several rails prefers them.
+  std::vector<Ipv4Prefix> addrs;
+  const auto& members = devices_[static_cast<size_t>(dev)].members;
+  for (size_t m : members) addrs.push_back(selection_.used[m].addr);
+  for (size_t i = 0; i < selection_.used.size(); ++i) {
+    if (std::find(members.begin(), members.end(), i) == members.end()) {
+      addrs.push_back(selection_.used[i].addr);
+    }
+  }
+  return addrs;
+}
+
+ncclResult_t Plugin::listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  *listen_comm = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!valid_context(ctx)) {
+    MESH_WARN("listen: unknown context %p (init not called or already finalized)", ctx);
+    return ncclInternalError;
+  }
+  if (dev < 0 || static_cast<size_t>(dev) >= devices_.size()) {
+    MESH_WARN("listen: device %d does not exist (%zu devices)", dev, devices_.size());
+    return ncclInvalidArgument;
+  }
+  handshake::Handle h;
+  h.port = service_.port();
+  h.addrs = advertised_addresses(dev);
+  if (h.addrs.size() > handshake::kMaxHandleAddrs && !warned_addr_overflow_) {
+    warned_addr_overflow_ = true;
+    MESH_WARN("%zu local addresses but the 128-byte handle holds %zu: peers reachable only "
+              "through the others cannot connect; list the mesh interfaces in NCCL_MESH_IFNAME",
+              h.addrs.size(), handshake::kMaxHandleAddrs);
+  }
+  auto ep = service_.open_listen();
+  h.nonce = ep->nonce;
+  std::string why;
+  if (!handshake::encode_handle(h, static_cast<uint8_t*>(handle), &why)) {
+    service_.close_listen(ep);
+    MESH_WARN("listen on device %d: cannot build the handle: %s", dev, why.c_str());
+    return ncclInternalError;
+  }
+  auto* l = new ListenComm;
+  l->ctx = static_cast<Context*>(ctx);
+  l->dev = dev;
+  l->endpoint = std::move(ep);
+  listens_[l] = l->ctx;
+  *listen_comm = l;
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm) {
+  *send_comm = nullptr;
+  handshake::Handle h;
+  std::string why;
+  if (!handshake::decode_handle(static_cast<const uint8_t*>(handle), handshake::kHandleSize, &h,
+                                &why)) {
+    MESH_WARN("connect: the handle received from the peer is invalid: %s", why.c_str());
+    return ncclInvalidArgument;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!valid_context(ctx)) {
+    MESH_WARN("connect: unknown context %p (init not called or already finalized)", ctx);
+    return ncclInternalError;
+  }
+  if (dev < 0 || static_cast<size_t>(dev) >= devices_.size()) {
+    MESH_WARN("connect: device %d does not exist (%zu devices)", dev, devices_.size());
+    return ncclInvalidArgument;
+  }
+  auto* c = static_cast<Context*>(ctx);
+  const auto key = std::make_pair(c, h.nonce);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) {
+    const auto rails = topology::choose_rails(selection_.used, h.addrs,
+                                              devices_[static_cast<size_t>(dev)].members);
+    if (rails.empty()) {
+      MESH_WARN("connect: no common subnet with the peer (it advertises %s; local subnets: %s). "
+                "Check the cabling and addresses, or NCCL_MESH_IFNAME. Relaying through a "
+                "neighbour is not supported yet (planned setting NCCL_MESH_RELAY): with NCCL, order "
+                "ranks so ring neighbours share a cable",
+                describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str());
+      return ncclSystemError;
+    }
+    const Settings& s = settings();
+    handshake::ConnectRequest req;
+    req.nonce = h.nonce;
+    req.port = h.port;
+    req.rails = rails;
+    // Equal streams per rail, so the cables share the bytes evenly.
+    const size_t per_rail = (static_cast<size_t>(s.tcp_streams) + rails.size() - 1) / rails.size();
+    req.ndata = static_cast<uint16_t>(
+        std::min<size_t>(per_rail * rails.size(), handshake::kMaxDataStreams));
+    req.timeout_ms = s.connect_timeout_ms;
+    pending_[key] = service_.start_connect(req);
+    return ncclSuccess;
+  }
+  auto attempt = it->second;
+  switch (attempt->state.load(std::memory_order_acquire)) {
+    case handshake::ConnectAttempt::State::kPending:
+      return ncclSuccess;
+    case handshake::ConnectAttempt::State::kFailed:
+      pending_.erase(it);
+      MESH_WARN("connect to %s failed: %s", attempt->description.c_str(), attempt->error.c_str());
+      return ncclRemoteError;
+    case handshake::ConnectAttempt::State::kDone:
+      break;
+  }
+  pending_.erase(it);
+  const Settings& s = settings();
+  tcp::TcpOptions opt;
+  opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
+  opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
+  opt.user_timeout_ms = s.tcp_user_timeout_ms;
+  auto* conn = new tcp::TcpConnection(true, std::move(attempt->result), opt);
+  connections_[conn] = c;
+  MESH_INFO(NCCL_NET | NCCL_INIT, "connected: %s", conn->describe().c_str());
+  *send_comm = conn;
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
+  *recv_comm = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* l = static_cast<ListenComm*>(listen_comm);
+  auto it = listens_.find(l);
+  if (it == listens_.end()) {
+    MESH_WARN("accept: %p is not an open listen comm", listen_comm);
+    return ncclInternalError;
+  }
+  handshake::EstablishedConnection est;
+  if (!service_.take_ready(l->endpoint, &est)) return ncclSuccess;
+  const Settings& s = settings();
+  tcp::TcpOptions opt;
+  opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
+  opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
+  opt.user_timeout_ms = s.tcp_user_timeout_ms;
+  auto* conn = new tcp::TcpConnection(false, std::move(est), opt);
+  connections_[conn] = l->ctx;
+  MESH_INFO(NCCL_NET | NCCL_INIT, "accepted: %s", conn->describe().c_str());
+  *recv_comm = conn;
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::close_listen(void* listen_comm) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* l = static_cast<ListenComm*>(listen_comm);
+  auto it = listens_.find(l);
+  if (it == listens_.end()) {
+    MESH_WARN("closeListen: %p is not an open listen comm (closed twice?)", listen_comm);
+    return ncclInternalError;
+  }
+  service_.close_listen(l->endpoint);
+  listens_.erase(it);
+  l->tag = ObjectTag::kDead;
+  delete l;
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::close_connection(void* comm, ObjectTag expected) {
+  Connection* conn = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = connections_.find(static_cast<Connection*>(comm));
+    if (it == connections_.end() || it->first->tag() != expected) {
+      MESH_WARN("%s: %p is not an open %s comm (closed twice?)",
+                expected == ObjectTag::kSend ? "closeSend" : "closeRecv", comm,
+                expected == ObjectTag::kSend ? "send" : "receive");
+      return ncclInternalError;
+    }
+    conn = it->first;
+    connections_.erase(it);
+  }
+  conn->close();  // joins the data threads; outside mu_ so other comms keep connecting
+  {
+    std::lock_guard<std::mutex> lock(mr_mu_);
+    auto r = regions_.find(conn);
+    if (r != regions_.end()) {
+      for (MemoryRegion* mr : r->second) delete mr;
+      regions_.erase(r);
+    }
+  }
+  delete conn;
+  return ncclSuccess;
+}
+
+namespace {
+Connection* as_connection(void* comm) {
+  auto* c = static_cast<Connection*>(comm);
+  if (c == nullptr || (c->tag() != ObjectTag::kSend && c->tag() != ObjectTag::kRecv)) return nullptr;
+  return c;
+}
+}  // namespace
+
+ncclResult_t Plugin::reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  *mhandle = nullptr;
+  if (as_connection(comm) == nullptr) {
+    MESH_WARN("regMr: %p is not a send or receive comm", comm);
+    return ncclInternalError;
+  }
+  if (type != NCCL_PTR_HOST) {
+    MESH_WARN("regMr: memory type %d is not supported; this device advertises NCCL_PTR_HOST only "
+              "(is NCCL_NET_GDR_LEVEL forcing GPU Direct?)",
+              type);
+    return ncclInvalidArgument;
+  }
+  if (data == nullptr && size > 0) {
+    MESH_WARN("regMr: NULL buffer of %zu bytes", size);
+    return ncclInvalidArgument;
+  }
+  auto* mr = new MemoryRegion;
+  mr->data = data;
+  mr->size = size;
+  mr->type = type;
+  mr->owner = comm;
+  std::lock_guard<std::mutex> lock(mr_mu_);
+  regions_[comm].insert(mr);  // overlapping registrations are independent entries
+  *mhandle = mr;
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::reg_mr_dmabuf(void* comm, void* data, size_t size, int type,
+                                   uint64_t /*offset*/, int /*fd*/, void** mhandle) {
+  // A dma-buf is GPU memory; without NCCL_PTR_DMABUF advertised NCCL only calls this for
+  // host buffers, which need no dma-buf handling over TCP.
+  return reg_mr(comm, data, size, type, mhandle);
+}
+
+ncclResult_t Plugin::dereg_mr(void* comm, void* mhandle) {
+  std::lock_guard<std::mutex> lock(mr_mu_);
+  auto it = regions_.find(comm);
+  auto* mr = static_cast<MemoryRegion*>(mhandle);
+  if (it == regions_.end() || it->second.erase(mr) == 0) {
+    MESH_WARN("deregMr: %p is not a registration of comm %p (deregistered twice?)", mhandle, comm);
+    return ncclInternalError;
+  }
+  if (it->second.empty()) regions_.erase(it);
+  mr->tag = ObjectTag::kDead;
+  delete mr;
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::isend(void* comm, void* data, size_t size, int tag, void* /*mhandle*/,
+                           void** request) {
+  *request = nullptr;
+  Connection* c = as_connection(comm);
+  if (c == nullptr || c->tag() != ObjectTag::kSend) {
+    MESH_WARN("isend: %p is not a send comm", comm);
+    return ncclInternalError;
+  }
+  if (data == nullptr && size > 0) {
+    MESH_WARN("isend: NULL buffer of %zu bytes", size);
+    return ncclInvalidArgument;
+  }
+  return c->isend(data, size, tag, request);
+}
+
+ncclResult_t Plugin::irecv(void* comm, int n, void** data, size_t* sizes, int* tags,
+                           void** /*mhandles*/, void** request) {
+  *request = nullptr;
+  Connection* c = as_connection(comm);
+  if (c == nullptr || c->tag() != ObjectTag::kRecv) {
+    MESH_WARN("irecv: %p is not a receive comm", comm);
+    return ncclInternalError;
+  }
+  if (n < 1 || data == nullptr || sizes == nullptr) {
+    MESH_WARN("irecv: invalid arguments (n=%d)", n);
+    return ncclInvalidArgument;
+  }
+  return c->irecv(n, data, sizes, tags, request);
+}
+
+ncclResult_t Plugin::iflush(void* comm, int /*n*/, void** /*data*/, int* /*sizes*/,
+                            void** /*mhandles*/, void** request) {
+  // Host memory only: received bytes are visible once test() reports them. A NULL request tells
+  // NCCL the flush is already complete.
+  *request = nullptr;
+  Connection* c = as_connection(comm);
+  if (c == nullptr || c->tag() != ObjectTag::kRecv) {
+    MESH_WARN("iflush: %p is not a receive comm", comm);
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Plugin::test(void* request, int* done, int* sizes) {
+  auto* r = static_cast<RequestHeader*>(request);
+  if (done != nullptr) *done = 0;
+  if (r == nullptr || r->tag != ObjectTag::kRequest || r->owner == nullptr || done == nullptr) {
+    MESH_WARN("test: %p is not a request of this plugin", request);
+    return ncclInternalError;
+  }
+  return r->owner->test(r, done, sizes);
+}
+
+}  // namespace mesh

@@ -1,0 +1,118 @@
+// The version-independent plugin: every ncclNet entry point once, in the newest (v11)
+// semantics. The per-version tables in src/abi/ only convert arguments and call this.
+//
+// Which thread touches what (NCCL 2.28, shared/reference/nccl-net-abi.md section 6.1):
+//  - init/devices/getProperties: application or init threads; finalize: comm destroy.
+//  - listen/connect/accept/regMr/deregMr/close*: NCCL's proxy service thread.
+//  - isend/irecv/test/iflush: NCCL's proxy progress thread.
+//  - our handshake service thread: sockets of connections being set up (handshake/service.h).
+//  - one StreamWorker thread per TCP data socket (transport/tcp/stream_worker.h).
+// The registry mutex `mu_` is never taken on the isend/irecv/test path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "abi/nccl_net_abi.h"
+#include "core/connection.h"
+#include "handshake/service.h"
+#include "topology/selection.h"
+
+namespace mesh {
+
+struct DeviceProperties {
+  const char* name = nullptr;
+  const char* pci_path = nullptr;
+  uint64_t guid = 0;
+  int ptr_support = NCCL_PTR_HOST;
+  int speed_mbps = 0;
+  int port = 1;
+  float latency_us = 0;
+  int max_comms = 65536;
+  int max_recvs = 1;
+  size_t max_p2p_bytes = NCCL_MAX_NET_SIZE_BYTES;
+  size_t max_coll_bytes = NCCL_MESH_MAX_COLLNET_SIZE;
+};
+
+struct Context {
+  ObjectTag tag = ObjectTag::kContext;
+  uint64_t comm_id = 0;
+  int traffic_class = -1;
+};
+
+struct ListenComm {
+  ObjectTag tag = ObjectTag::kListen;
+  Context* ctx = nullptr;
+  int dev = 0;
+  std::shared_ptr<handshake::ListenEndpoint> endpoint;
+};
+
+class Plugin {
+ public:
+  static Plugin& instance();
+
+  // v11: one context per communicator. v8-v10 (legacy = true): one shared context for the
+  // process, created by the first init; later legacy inits reuse it.
+  ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, int traffic_class, bool legacy,
+                    Context** ctx);
+  ncclResult_t finalize(void* ctx);
+  Context* legacy_context();
+
+  ncclResult_t devices(int* ndev);
+  ncclResult_t properties(int dev, DeviceProperties* props);
+
+  ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm);
+  ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm);
+  ncclResult_t accept(void* listen_comm, void** recv_comm);
+  ncclResult_t close_listen(void* listen_comm);
+  ncclResult_t close_connection(void* comm, ObjectTag expected);
+
+  ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                             int fd, void** mhandle);
+  ncclResult_t dereg_mr(void* comm, void* mhandle);
+
+  ncclResult_t isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request);
+  ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                     void** request);
+  ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles,
+                      void** request);
+  ncclResult_t test(void* request, int* done, int* sizes);
+
+  // Closes everything and joins every thread: last finalize, or library unload.
+  void shutdown();
+
+ private:
+  Plugin() = default;
+  bool discover(std::string* why);  // caller holds mu_
+  bool valid_context(void* ctx);    // caller holds mu_
+  void close_context_objects(Context* ctx);
+  std::vector<Ipv4Prefix> advertised_addresses(int dev);
+
+  std::mutex mu_;
+  bool discovered_ = false;
+  topology::Selection selection_;
+  std::vector<topology::Device> devices_;
+  handshake::Service service_;
+  std::set<Context*> contexts_;
+  Context* legacy_ = nullptr;
+  std::map<ListenComm*, Context*> listens_;
+  std::map<Connection*, Context*> connections_;
+  // connect() in progress, keyed by (context, nonce of the peer's listen): NCCL re-calls
+  // connect with the same handle until it returns a comm.
+  std::map<std::pair<Context*, handshake::Nonce>, std::shared_ptr<handshake::ConnectAttempt>>
+      pending_;
+  bool warned_addr_overflow_ = false;
+
+  std::mutex mr_mu_;  // registrations: regMr runs on the service thread during traffic
+  std::map<const void*, std::set<MemoryRegion*>> regions_;
+};
+
+}  // namespace mesh

@@ -1,0 +1,52 @@
+// Small POSIX socket helpers shared by the handshake service and the TCP transport.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace mesh {
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+sockaddr_in make_sockaddr(uint32_t addr, uint16_t port);  // host-order inputs
+std::string format_endpoint(const sockaddr_in& sa);      // "10.0.0.1:4242"
+
+bool set_nonblocking(int fd, bool nonblocking);
+
+// TCP_NODELAY, and keepalive + TCP_USER_TIMEOUT so a dead peer or a cut cable becomes an error
+// after about `user_timeout_ms` instead of a hang (0 leaves the kernel defaults).
+void set_tcp_options(int fd, int64_t user_timeout_ms);
+
+// Blocking full transfers for the data threads; false on error or EOF (errno describes it,
+// EOF sets errno to ECONNRESET). Retries EINTR.
+bool send_all(int fd, const void* buf, size_t len);
+bool recv_all(int fd, void* buf, size_t len);
+
+std::string errno_text(int err);
+
+}  // namespace mesh

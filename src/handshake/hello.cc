@@ -1,0 +1,94 @@
+#include "handshake/hello.h"
+
+#include <cstring>
+
+#include "core/byte_order.h"
+
+namespace mesh::handshake {
+
+void encode_hello(const Hello& hello, uint8_t* out) {
+  std::memset(out, 0, kHelloSize);
+  put_u32(out, kHelloMagic);
+  out[4] = kHelloVersion;
+  out[5] = static_cast<uint8_t>(hello.role);
+  put_u16(out + 6, hello.index);
+  put_u16(out + 8, hello.ndata);
+  std::memcpy(out + 16, hello.nonce.data(), kNonceSize);
+  put_u64(out + 32, hello.conn_id);
+  put_u32(out + 44, fnv1a(out, 44));
+}
+
+bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
+  if (get_u32(in) != kHelloMagic) {
+    *why = "bad magic (not an nccl-mesh handshake)";
+    return false;
+  }
+  if (in[4] != kHelloVersion) {
+    *why = "handshake version " + std::to_string(in[4]) + ", expected " +
+           std::to_string(kHelloVersion);
+    return false;
+  }
+  if (get_u32(in + 44) != fnv1a(in, 44)) {
+    *why = "checksum mismatch";
+    return false;
+  }
+  if (get_u16(in + 10) != 0 || get_u32(in + 12) != 0 || get_u32(in + 40) != 0) {
+    *why = "reserved fields are not zero";
+    return false;
+  }
+  Hello h;
+  if (in[5] > static_cast<uint8_t>(Role::kData)) {
+    *why = "unknown socket role " + std::to_string(in[5]);
+    return false;
+  }
+  h.role = static_cast<Role>(in[5]);
+  h.index = get_u16(in + 6);
+  h.ndata = get_u16(in + 8);
+  if (h.ndata == 0 || h.ndata > kMaxDataStreams) {
+    *why = "data stream count " + std::to_string(h.ndata) + " outside 1.." +
+           std::to_string(kMaxDataStreams);
+    return false;
+  }
+  if ((h.role == Role::kControl && h.index != 0) || (h.role == Role::kData && h.index >= h.ndata)) {
+    *why = "stream index " + std::to_string(h.index) + " invalid for " + std::to_string(h.ndata) +
+           " data streams";
+    return false;
+  }
+  std::memcpy(h.nonce.data(), in + 16, kNonceSize);
+  h.conn_id = get_u64(in + 32);
+  *out = h;
+  return true;
+}
+
+void encode_reply(HelloReply reply, uint8_t* out) {
+  out[0] = 'M';
+  out[1] = 'S';
+  out[2] = 'R';
+  out[3] = static_cast<uint8_t>(reply);
+}
+
+bool decode_reply(const uint8_t* in, HelloReply* out) {
+  if (in[0] != 'M' || in[1] != 'S' || in[2] != 'R') return false;
+  if (in[3] < static_cast<uint8_t>(HelloReply::kAccepted) ||
+      in[3] > static_cast<uint8_t>(HelloReply::kBusy)) {
+    return false;
+  }
+  *out = static_cast<HelloReply>(in[3]);
+  return true;
+}
+
+const char* reply_text(HelloReply reply) {
+  switch (reply) {
+    case HelloReply::kAccepted:
+      return "accepted";
+    case HelloReply::kWrongNonce:
+      return "refused: the nonce matches no open listen (stale or forged handle)";
+    case HelloReply::kMalformed:
+      return "refused: malformed handshake";
+    case HelloReply::kBusy:
+      return "refused: the peer's handshake service is saturated";
+  }
+  return "unknown reply";
+}
+
+}  // namespace mesh::handshake

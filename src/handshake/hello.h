@@ -1,0 +1,53 @@
+// The first bytes a connecting rank sends on every socket of a new connection, and the
+// listener's one-word reply. The hello is peer-supplied: decode_hello() validates every field.
+//
+// Hello layout (kHelloSize bytes, big-endian):
+//   [0]  u32 magic 'MSHH'       [4] u8 version      [5] u8 role (0 control, 1 data)
+//   [6]  u16 stream index       [8] u16 number of data streams (1..kMaxDataStreams)
+//   [10] u16 reserved (0)       [12] u32 reserved (0)
+//   [16] u8[16] nonce from the listener's handle
+//   [32] u64 connection id (random, chosen by the connector; groups the sockets)
+//   [40] u32 reserved (0)       [44] u32 FNV-1a checksum of bytes [0,44)
+// Reply: 4 bytes 'M','S','R',code (HelloReply).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "handshake/handle.h"
+
+namespace mesh::handshake {
+
+inline constexpr size_t kHelloSize = 48;
+inline constexpr size_t kReplySize = 4;
+inline constexpr uint32_t kHelloMagic = 0x4D534848;  // "MSHH"
+inline constexpr uint8_t kHelloVersion = 1;
+inline constexpr uint16_t kMaxDataStreams = 64;
+
+enum class Role : uint8_t { kControl = 0, kData = 1 };
+
+enum class HelloReply : uint8_t {
+  kAccepted = 1,
+  kWrongNonce = 2,  // no open listen has this nonce: stale or forged handle
+  kMalformed = 3,   // the hello failed validation
+  kBusy = 4,        // too many unauthenticated handshakes pending
+};
+
+struct Hello {
+  Role role = Role::kControl;
+  uint16_t index = 0;
+  uint16_t ndata = 1;
+  Nonce nonce{};
+  uint64_t conn_id = 0;
+};
+
+void encode_hello(const Hello& hello, uint8_t* out);
+bool decode_hello(const uint8_t* in, Hello* out, std::string* why);
+
+void encode_reply(HelloReply reply, uint8_t* out);
+// Returns false for bytes that are not a reply at all.
+bool decode_reply(const uint8_t* in, HelloReply* out);
+const char* reply_text(HelloReply reply);
+
+}  // namespace mesh::handshake

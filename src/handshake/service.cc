@@ -1,0 +1,624 @@
+#include "handshake/service.h"
+
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/random.h"
+
+namespace mesh::handshake {
+
+int64_t monotonic_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+constexpr int kBacklog = 1024;
+constexpr int64_t kRetryMinMs = 20;
+constexpr int64_t kRetryMaxMs = 500;
+
+// Compares two nonces in time independent of where they differ.
+bool nonce_equal(const Nonce& a, const Nonce& b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < kNonceSize; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
+  return diff == 0;
+}
+}  // namespace
+
+struct Service::Watch {
+  enum class Type { kWake, kListener, kIncoming, kOutgoing };
+  Type type;
+  int fd = -1;
+  explicit Watch(Type t) : type(t) {}
+};
+
+struct Service::Incoming : Watch {
+  UniqueFd sock;
+  sockaddr_in peer{};
+  uint8_t buf[kHelloSize] = {};
+  size_t got = 0;
+  int64_t since_ms = 0;
+  Incoming() : Watch(Type::kIncoming) {}
+};
+
+struct Service::Outgoing : Watch {
+  enum class Phase { kBackoff, kConnecting, kSending, kAwaitingReply, kDone };
+  UniqueFd sock;
+  Role role = Role::kControl;
+  uint16_t index = 0;
+  size_t rail = 0;
+  Phase phase = Phase::kBackoff;
+  uint8_t hello[kHelloSize] = {};
+  size_t sent = 0;
+  uint8_t reply[kReplySize] = {};
+  size_t got = 0;
+  int64_t retry_at_ms = 0;
+  int64_t backoff_ms = kRetryMinMs;
+  std::string last_error;
+  Attempt* owner = nullptr;
+  Outgoing() : Watch(Type::kOutgoing) {}
+};
+
+struct Service::Attempt {
+  std::shared_ptr<ConnectAttempt> pub;
+  ConnectRequest req;
+  uint64_t conn_id = 0;
+  int64_t deadline_ms = 0;
+  std::vector<std::unique_ptr<Outgoing>> socks;
+  bool finished = false;  // failed, done or cancelled: removed after the current event batch
+};
+
+struct Service::Group {
+  std::shared_ptr<ListenEndpoint> ep;
+  UniqueFd control;
+  std::vector<UniqueFd> data;
+  size_t arrived = 0;
+  int64_t since_ms = 0;
+  std::string peer;
+  std::string local;
+};
+
+Service::Service() = default;
+Service::~Service() { stop(); }
+
+bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t timeout_ms,
+                     int64_t max_pending, std::string* why) {
+  if (running()) return true;
+  timeout_ms_ = timeout_ms;
+  max_pending_ = static_cast<size_t>(max_pending);
+  stop_.store(false);
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_.valid() || !wake_fd_.valid()) {
+    *why = "epoll/eventfd creation failed: " + errno_text(errno);
+    return false;
+  }
+  std::vector<uint32_t> unique;
+  for (const Ipv4Prefix& a : addrs) {
+    if (std::find(unique.begin(), unique.end(), a.addr) == unique.end()) unique.push_back(a.addr);
+  }
+  // One port on every mesh address, so the handle carries a single port. With an ephemeral
+  // port the first bind picks it and the others follow; a clash on another address retries.
+  std::string last;
+  for (int attempt = 0; attempt < 32 && listeners_.empty(); ++attempt) {
+    uint16_t chosen = port;
+    std::vector<UniqueFd> socks;
+    bool ok = true;
+    for (uint32_t addr : unique) {
+      UniqueFd s(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      int one = 1;
+      setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      sockaddr_in sa = make_sockaddr(addr, chosen);
+      if (!s.valid() || bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+          ::listen(s.get(), kBacklog) != 0) {
+        last = format_ipv4(addr) + ":" + std::to_string(chosen) + ": " + errno_text(errno);
+        ok = false;
+        break;
+      }
+      if (chosen == 0) {
+        socklen_t len = sizeof(sa);
+        getsockname(s.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+        chosen = ntohs(sa.sin_port);
+      }
+      socks.push_back(std::move(s));
+    }
+    if (ok) {
+      listeners_ = std::move(socks);
+      port_ = chosen;
+    } else if (port != 0) {
+      break;  // a fixed port that is taken will not become free by retrying now
+    }
+  }
+  if (listeners_.empty()) {
+    *why = "cannot bind the handshake port (" + last +
+           "); check NCCL_MESH_HANDSHAKE_PORT and that the interface addresses are up";
+    return false;
+  }
+  auto add = [&](int fd, Watch* w) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = w;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  };
+  wake_watch_ = std::make_unique<Watch>(Watch::Type::kWake);
+  wake_watch_->fd = wake_fd_.get();
+  add(wake_fd_.get(), wake_watch_.get());
+  for (UniqueFd& l : listeners_) {
+    auto w = std::make_unique<Watch>(Watch::Type::kListener);
+    w->fd = l.get();
+    add(l.get(), w.get());
+    listener_watches_.push_back(std::move(w));
+  }
+  thread_ = std::thread([this] { loop(); });
+  return true;
+}
+
+void Service::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  wake();
+  thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_watches_.clear();
+  listeners_.clear();
+  dead_incoming_.clear();
+  incoming_.clear();
+  groups_.clear();
+  for (auto& a : attempts_) {
+    if (!a->finished) {
+      a->pub->error = "plugin shut down during the handshake";
+      a->pub->state.store(ConnectAttempt::State::kFailed);
+    }
+  }
+  attempts_.clear();
+  for (auto& ep : listens_) {
+    ep->ready.clear();
+    ep->closed = true;
+  }
+  listens_.clear();
+  epoll_.reset();
+  wake_fd_.reset();
+  port_ = 0;
+}
+
+void Service::wake() {
+  uint64_t one = 1;
+  if (wake_fd_.valid()) (void)!write(wake_fd_.get(), &one, sizeof(one));
+}
+
+std::shared_ptr<ListenEndpoint> Service::open_listen() {
+  auto ep = std::make_shared<ListenEndpoint>();
+  fill_random(ep->nonce.data(), ep->nonce.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  listens_.push_back(ep);
+  return ep;
+}
+
+void Service::close_listen(const std::shared_ptr<ListenEndpoint>& ep) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ep->closed = true;
+  ep->ready.clear();  // connections never accepted: their sockets close, the peer sees EOF
+  std::erase(listens_, ep);
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    it = it->first.first == ep.get() ? groups_.erase(it) : std::next(it);
+  }
+}
+
+bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, EstablishedConnection* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ep->ready.empty()) return false;
+  *out = std::move(ep->ready.front());
+  ep->ready.pop_front();
+  return true;
+}
+
+std::shared_ptr<ConnectAttempt> Service::start_connect(const ConnectRequest& req) {
+  auto a = std::make_unique<Attempt>();
+  a->pub = std::make_shared<ConnectAttempt>();
+  a->req = req;
+  fill_random(&a->conn_id, sizeof(a->conn_id));
+  a->deadline_ms = monotonic_ms() + req.timeout_ms;
+  const size_t nrails = req.rails.size();
+  a->pub->description = "peer " + format_ipv4(req.rails[0].peer_addr) + ":" +
+                        std::to_string(req.port) + " from " +
+                        format_ipv4(req.rails[0].local.addr) +
+                        (nrails > 1 ? " (+" + std::to_string(nrails - 1) + " rails)" : "");
+  for (uint16_t i = 0; i <= req.ndata; ++i) {
+    auto out = std::make_unique<Outgoing>();
+    out->role = i == 0 ? Role::kControl : Role::kData;
+    out->index = static_cast<uint16_t>(i == 0 ? 0 : i - 1);
+    out->rail = i == 0 ? 0 : out->index % nrails;
+    out->owner = a.get();
+    Hello hello{out->role, out->index, req.ndata, req.nonce, a->conn_id};
+    encode_hello(hello, out->hello);
+    a->socks.push_back(std::move(out));
+  }
+  std::shared_ptr<ConnectAttempt> pub = a->pub;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running()) {
+      pub->error = "handshake service is not running";
+      pub->state.store(ConnectAttempt::State::kFailed);
+      return pub;
+    }
+    attempts_.push_back(std::move(a));  // sockets open on the service thread (kBackoff, due now)
+  }
+  wake();
+  return pub;
+}
+
+void Service::cancel_connect(const std::shared_ptr<ConnectAttempt>& attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& a : attempts_) {
+    if (a->pub == attempt && !a->finished) {
+      close_attempt_sockets(a.get());
+      a->finished = true;
+    }
+  }
+}
+
+void Service::loop() {
+  epoll_event events[64];
+  while (!stop_.load()) {
+    const int n = epoll_wait(epoll_.get(), events, 64, 10);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < n; ++i) {
+      auto* w = static_cast<Watch*>(events[i].data.ptr);
+      switch (w->type) {
+        case Watch::Type::kWake: {
+          uint64_t v;
+          while (read(wake_fd_.get(), &v, sizeof(v)) > 0) {
+          }
+          break;
+        }
+        case Watch::Type::kListener:
+          handle_listener(w->fd);
+          break;
+        case Watch::Type::kIncoming:
+          if (w->fd >= 0) handle_incoming(static_cast<Incoming*>(w));
+          break;
+        case Watch::Type::kOutgoing: {
+          auto* out = static_cast<Outgoing*>(w);
+          if (out->fd >= 0) handle_outgoing(out->owner, out, events[i].events);
+          break;
+        }
+      }
+    }
+    expire(monotonic_ms());
+    std::erase_if(attempts_, [](const std::unique_ptr<Attempt>& a) { return a->finished; });
+    dead_incoming_.clear();
+  }
+}
+
+void Service::handle_listener(int fd) {
+  for (;;) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    int s = accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (s < 0) return;  // EAGAIN: drained; other errors (EMFILE...) retried on the next event
+    UniqueFd sock(s);
+    if (incoming_.size() >= max_pending_) {
+      // Refuse rather than queue: a flood of half-open sockets must not grow memory or starve
+      // real handshakes of file descriptors.
+      uint8_t reply[kReplySize];
+      encode_reply(HelloReply::kBusy, reply);
+      (void)!send(s, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
+      refused_.fetch_add(1);
+      const int64_t now = monotonic_ms();
+      if (now - last_busy_warn_ms_ > 1000) {
+        last_busy_warn_ms_ = now;
+        MESH_WARN("handshake service: %zu unauthenticated sockets pending, refusing %s "
+                  "(raise NCCL_MESH_MAX_PENDING_HANDSHAKES if this is a real large job)",
+                  incoming_.size(), format_endpoint(peer).c_str());
+      }
+      continue;
+    }
+    auto in = std::make_unique<Incoming>();
+    in->fd = s;
+    in->peer = peer;
+    in->since_ms = monotonic_ms();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<Watch*>(in.get());
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s, &ev) != 0) continue;
+    in->sock = std::move(sock);
+    incoming_[s] = std::move(in);
+  }
+}
+
+void Service::handle_incoming(Incoming* in) {
+  for (;;) {
+    const ssize_t n = recv(in->fd, in->buf + in->got, kHelloSize - in->got, 0);
+    if (n > 0) {
+      in->got += static_cast<size_t>(n);
+      if (in->got < kHelloSize) continue;
+      Hello hello;
+      std::string why;
+      if (!decode_hello(in->buf, &hello, &why)) {
+        refuse(in, HelloReply::kMalformed, why);
+        return;
+      }
+      accept_hello(in, hello);
+      return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    // EOF or error before a whole hello: a port scan or a peer that gave up. Not worth a WARN.
+    MESH_INFO(NCCL_NET, "handshake from %s closed after %zu of %zu bytes",
+              format_endpoint(in->peer).c_str(), in->got, kHelloSize);
+    drop_incoming(in);
+    return;
+  }
+}
+
+void Service::refuse(Incoming* in, HelloReply reply, const std::string& why) {
+  uint8_t bytes[kReplySize];
+  encode_reply(reply, bytes);
+  (void)!send(in->fd, bytes, sizeof(bytes), MSG_NOSIGNAL | MSG_DONTWAIT);
+  refused_.fetch_add(1);
+  MESH_WARN("refused handshake from %s: %s (a stale handle, a process from another job, or "
+            "traffic that is not NCCL's; check what else reaches this port)",
+            format_endpoint(in->peer).c_str(), why.c_str());
+  drop_incoming(in);
+}
+
+void Service::drop_incoming(Incoming* in) {
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in->fd, nullptr);
+  auto it = incoming_.find(in->fd);
+  in->fd = -1;
+  if (it != incoming_.end()) {
+    dead_incoming_.push_back(std::move(it->second));  // freed after this event batch
+    incoming_.erase(it);
+  }
+}
+
+void Service::accept_hello(Incoming* in, const Hello& hello) {
+  std::shared_ptr<ListenEndpoint> ep;
+  for (const auto& l : listens_) {
+    if (nonce_equal(l->nonce, hello.nonce)) ep = l;  // no early exit: constant time over listens
+  }
+  if (!ep) {
+    refuse(in, HelloReply::kWrongNonce, "its nonce matches no open listen");
+    return;
+  }
+  auto key = std::make_pair(ep.get(), hello.conn_id);
+  auto& group = groups_[key];
+  if (!group) {
+    group = std::make_unique<Group>();
+    group->ep = ep;
+    group->data.resize(hello.ndata);
+    group->since_ms = monotonic_ms();
+  }
+  Group& g = *group;
+  const bool clash = hello.ndata != g.data.size() ||
+                     (hello.role == Role::kControl ? g.control.valid() : g.data[hello.index].valid());
+  if (clash) {
+    refuse(in, HelloReply::kMalformed, "stream " + std::to_string(hello.index) +
+                                           " duplicated or inconsistent stream count");
+    return;
+  }
+  uint8_t reply[kReplySize];
+  encode_reply(HelloReply::kAccepted, reply);
+  if (send(in->fd, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT) != kReplySize) {
+    drop_incoming(in);  // a fresh socket always has room for 4 bytes: the peer is gone
+    return;
+  }
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in->fd, nullptr);
+  UniqueFd sock = std::move(in->sock);
+  if (hello.role == Role::kControl) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    getsockname(sock.get(), reinterpret_cast<sockaddr*>(&local), &len);
+    g.peer = format_endpoint(in->peer);
+    g.local = format_endpoint(local);
+    g.control = std::move(sock);
+  } else {
+    g.data[hello.index] = std::move(sock);
+  }
+  drop_incoming(in);
+  if (++g.arrived == g.data.size() + 1) {
+    EstablishedConnection c;
+    c.control = std::move(g.control);
+    c.data = std::move(g.data);
+    c.peer = g.peer;
+    c.local = g.local;
+    MESH_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s with %zu data streams",
+              c.peer.c_str(), c.local.c_str(), c.data.size());
+    ep->ready.push_back(std::move(c));
+    groups_.erase(key);
+  }
+}
+
+void Service::open_outgoing(Attempt* a, Outgoing* out) {
+  const topology::Rail& rail = a->req.rails[out->rail];
+  out->sock.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  out->fd = out->sock.get();
+  out->sent = 0;
+  out->got = 0;
+  sockaddr_in local = make_sockaddr(rail.local.addr, 0);
+  sockaddr_in peer = make_sockaddr(rail.peer_addr, a->req.port);
+  // Binding the source address puts the socket on the cable of that subnet.
+  if (!out->sock.valid() || bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+    out->last_error = "bind to " + format_ipv4(rail.local.addr) + ": " + errno_text(errno);
+    out->sock.reset();
+    out->fd = -1;
+    out->phase = Outgoing::Phase::kBackoff;
+    out->retry_at_ms = monotonic_ms() + out->backoff_ms;
+    return;
+  }
+  const int rc = ::connect(out->fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer));
+  if (rc != 0 && errno != EINPROGRESS) {
+    out->last_error = "connect: " + errno_text(errno);
+    out->sock.reset();
+    out->fd = -1;
+    out->phase = Outgoing::Phase::kBackoff;
+    out->retry_at_ms = monotonic_ms() + out->backoff_ms;
+    out->backoff_ms = std::min(out->backoff_ms * 2, kRetryMaxMs);
+    return;
+  }
+  out->phase = Outgoing::Phase::kConnecting;
+  epoll_event ev{};
+  ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+  ev.data.ptr = static_cast<Watch*>(out);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, out->fd, &ev);
+}
+
+void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
+  if (a->finished) return;
+  auto retry = [&](const std::string& why) {
+    out->last_error = why;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
+    out->sock.reset();
+    out->fd = -1;
+    out->phase = Outgoing::Phase::kBackoff;
+    out->retry_at_ms = monotonic_ms() + out->backoff_ms;
+    out->backoff_ms = std::min(out->backoff_ms * 2, kRetryMaxMs);
+  };
+  if (out->phase == Outgoing::Phase::kConnecting) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(out->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      // Refused or unreachable: the peer's interface may still be coming up; retry until the
+      // deadline and report the last error then.
+      retry("connect: " + errno_text(err));
+      return;
+    }
+    if (!(events & EPOLLOUT)) return;
+    out->phase = Outgoing::Phase::kSending;
+  }
+  if (out->phase == Outgoing::Phase::kSending) {
+    const ssize_t n = send(out->fd, out->hello + out->sent, kHelloSize - out->sent,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      retry("sending the hello: " + errno_text(errno));
+      return;
+    }
+    if (n > 0) out->sent += static_cast<size_t>(n);
+    if (out->sent < kHelloSize) return;
+    out->phase = Outgoing::Phase::kAwaitingReply;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<Watch*>(out);
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, out->fd, &ev);
+  }
+  if (out->phase == Outgoing::Phase::kAwaitingReply) {
+    const ssize_t n = recv(out->fd, out->reply + out->got, kReplySize - out->got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+      fail_attempt(a, "the peer closed the handshake socket without answering (" +
+                          (n == 0 ? std::string("EOF") : errno_text(errno)) +
+                          "); is the peer process still alive and running the same plugin?");
+      return;
+    }
+    out->got += static_cast<size_t>(n);
+    if (out->got < kReplySize) return;
+    HelloReply reply;
+    if (!decode_reply(out->reply, &reply)) {
+      fail_attempt(a, "the peer answered with bytes that are not an nccl-mesh reply");
+      return;
+    }
+    if (reply != HelloReply::kAccepted) {
+      fail_attempt(a, std::string("the peer ") + reply_text(reply));
+      return;
+    }
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
+    out->phase = Outgoing::Phase::kDone;
+    finish_attempt_if_ready(a);
+  }
+}
+
+void Service::finish_attempt_if_ready(Attempt* a) {
+  for (const auto& s : a->socks) {
+    if (s->phase != Outgoing::Phase::kDone) return;
+  }
+  EstablishedConnection& c = a->pub->result;
+  for (auto& s : a->socks) {
+    s->fd = -1;
+    if (s->role == Role::kControl) {
+      sockaddr_in local{}, peer{};
+      socklen_t len = sizeof(local);
+      getsockname(s->sock.get(), reinterpret_cast<sockaddr*>(&local), &len);
+      len = sizeof(peer);
+      getpeername(s->sock.get(), reinterpret_cast<sockaddr*>(&peer), &len);
+      c.local = format_endpoint(local);
+      c.peer = format_endpoint(peer);
+      c.control = std::move(s->sock);
+    } else {
+      c.data.push_back(std::move(s->sock));  // created in index order
+    }
+  }
+  a->finished = true;
+  a->pub->state.store(ConnectAttempt::State::kDone, std::memory_order_release);
+}
+
+void Service::fail_attempt(Attempt* a, const std::string& why) {
+  close_attempt_sockets(a);
+  a->finished = true;
+  a->pub->error = why;
+  a->pub->state.store(ConnectAttempt::State::kFailed, std::memory_order_release);
+}
+
+void Service::close_attempt_sockets(Attempt* a) {
+  for (auto& s : a->socks) {
+    if (s->fd >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->fd, nullptr);
+    s->fd = -1;
+    s->sock.reset();
+  }
+}
+
+void Service::expire(int64_t now) {
+  for (auto& a : attempts_) {
+    if (a->finished) continue;
+    if (now >= a->deadline_ms) {
+      std::string last;
+      for (const auto& s : a->socks) {
+        if (s->phase != Outgoing::Phase::kDone && !s->last_error.empty()) last = s->last_error;
+      }
+      fail_attempt(a.get(), "no answer within NCCL_MESH_CONNECT_TIMEOUT_MS=" +
+                                std::to_string(a->req.timeout_ms) + " ms" +
+                                (last.empty() ? "" : " (last error: " + last + ")") +
+                                "; check the cable, the peer process and firewalls");
+      continue;
+    }
+    for (auto& s : a->socks) {
+      if (s->phase == Outgoing::Phase::kBackoff && now >= s->retry_at_ms) {
+        open_outgoing(a.get(), s.get());
+      }
+    }
+  }
+  // Unauthenticated sockets and half-assembled connections live at most one connect timeout.
+  std::vector<Incoming*> stale;
+  for (auto& [fd, in] : incoming_) {
+    if (now - in->since_ms > timeout_ms_) stale.push_back(in.get());
+  }
+  for (Incoming* in : stale) {
+    MESH_WARN("closing handshake socket from %s: no complete hello within %lld ms",
+              format_endpoint(in->peer).c_str(), static_cast<long long>(timeout_ms_));
+    drop_incoming(in);
+  }
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    if (now - it->second->since_ms > timeout_ms_) {
+      MESH_WARN("dropping half-established connection from %s: %zu of %zu sockets arrived within "
+                "%lld ms",
+                it->second->peer.empty() ? "(unknown)" : it->second->peer.c_str(),
+                it->second->arrived, it->second->data.size() + 1,
+                static_cast<long long>(timeout_ms_));
+      it = groups_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace mesh::handshake

@@ -1,0 +1,137 @@
+// The process-wide handshake service: one background thread (epoll) that
+//  - listens on the handshake port of every mesh interface and authenticates incoming sockets
+//    (hello with the listen's nonce), grouping them into connections for accept(); and
+//  - drives outgoing connection attempts for connect(): non-blocking TCP connects from the
+//    right local address, hello, reply, retries until the connect timeout.
+// NCCL's threads never block on it: listen/connect/accept only register work or collect results
+// under the service mutex. Two ranks connecting to each other at once cannot deadlock because
+// neither side's progress depends on NCCL calling back into the plugin.
+//
+// Threads: the service thread owns every socket until a connection is complete, then hands the
+// file descriptors over (EstablishedConnection) and never touches them again.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/ipv4.h"
+#include "core/socket_util.h"
+#include "handshake/handle.h"
+#include "handshake/hello.h"
+#include "topology/selection.h"
+
+namespace mesh::handshake {
+
+// The sockets of one connection once every one has been authenticated.
+struct EstablishedConnection {
+  UniqueFd control;
+  std::vector<UniqueFd> data;  // index = stream index
+  std::string peer;            // "addr:port" of the control socket's peer, for messages
+  std::string local;           // local "addr:port" of the control socket
+};
+
+// One open listen comm's state inside the service (guarded by the service mutex).
+struct ListenEndpoint {
+  Nonce nonce{};
+  std::deque<EstablishedConnection> ready;
+  bool closed = false;
+};
+
+// One connect() in progress.
+struct ConnectAttempt {
+  enum class State { kPending, kDone, kFailed };
+  std::atomic<State> state{State::kPending};
+  std::string error;              // set before state becomes kFailed
+  EstablishedConnection result;   // filled before state becomes kDone
+  std::string description;        // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
+};
+
+struct ConnectRequest {
+  Nonce nonce{};
+  uint16_t port = 0;
+  std::vector<topology::Rail> rails;  // control on rails[0]; data stream i on rails[i % n]
+  uint16_t ndata = 1;
+  int64_t timeout_ms = 30000;
+};
+
+class Service {
+ public:
+  Service();
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Binds the handshake port on every address (same port on all) and starts the thread.
+  bool start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t timeout_ms,
+             int64_t max_pending, std::string* why);
+  // Closes every socket (pending handshakes, unclaimed connections) and joins the thread.
+  void stop();
+  bool running() const { return thread_.joinable(); }
+  uint16_t port() const { return port_; }
+
+  std::shared_ptr<ListenEndpoint> open_listen();
+  void close_listen(const std::shared_ptr<ListenEndpoint>& ep);
+  // Pops a completed connection for this listen, if any (never blocks).
+  bool take_ready(const std::shared_ptr<ListenEndpoint>& ep, EstablishedConnection* out);
+
+  std::shared_ptr<ConnectAttempt> start_connect(const ConnectRequest& req);
+  // Abandons an attempt (its sockets are closed by the service thread).
+  void cancel_connect(const std::shared_ptr<ConnectAttempt>& attempt);
+
+  // Counters for tests and the doctor.
+  uint64_t refused_handshakes() const { return refused_.load(); }
+
+ private:
+  struct Watch;
+  struct Incoming;
+  struct Outgoing;
+  struct Attempt;
+  struct Group;
+
+  void loop();
+  void handle_listener(int fd);
+  void handle_incoming(Incoming* in);
+  void handle_outgoing(Attempt* a, Outgoing* out, uint32_t events);
+  void accept_hello(Incoming* in, const Hello& hello);
+  void refuse(Incoming* in, HelloReply reply, const std::string& why);
+  void drop_incoming(Incoming* in);
+  void open_outgoing(Attempt* a, Outgoing* out);
+  void fail_attempt(Attempt* a, const std::string& why);
+  void finish_attempt_if_ready(Attempt* a);
+  void close_attempt_sockets(Attempt* a);
+  void expire(int64_t now_ms);
+  void wake();
+
+  std::mutex mu_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  UniqueFd epoll_;
+  UniqueFd wake_fd_;
+  std::vector<UniqueFd> listeners_;
+  std::vector<std::unique_ptr<Watch>> listener_watches_;
+  std::unique_ptr<Watch> wake_watch_;
+  std::vector<std::unique_ptr<Incoming>> dead_incoming_;  // freed after each event batch
+  uint16_t port_ = 0;
+  int64_t timeout_ms_ = 30000;
+  size_t max_pending_ = 256;
+  std::atomic<uint64_t> refused_{0};
+  int64_t last_busy_warn_ms_ = 0;
+
+  std::vector<std::shared_ptr<ListenEndpoint>> listens_;
+  std::unordered_map<int, std::unique_ptr<Incoming>> incoming_;
+  std::map<std::pair<ListenEndpoint*, uint64_t>, std::unique_ptr<Group>> groups_;
+  std::vector<std::unique_ptr<Attempt>> attempts_;
+};
+
+int64_t monotonic_ms();
+
+}  // namespace mesh::handshake

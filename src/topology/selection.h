@@ -1,0 +1,54 @@
+// Which local interfaces the plugin uses, which NCCL devices it exposes, and which local
+// interface(s) reach a given peer. Pure functions over data: unit-tested without hardware.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core/ipv4.h"
+#include "topology/ifname_filter.h"
+#include "topology/interface.h"
+
+namespace mesh::topology {
+
+struct Selection {
+  std::vector<Interface> used;      // interfaces the plugin will use, in discovery order
+  std::vector<std::string> notes;   // one line per excluded interface and why
+  bool loopback_fallback = false;   // nothing else was usable, so loopback is used
+};
+
+// Default (empty filter): every up, non-loopback interface; loopback only when nothing else is
+// usable. With a filter: every up interface the filter accepts (loopback included if named).
+Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilter& filter);
+
+// One NCCL device: a group of interfaces sharing a NUMA node (PCI NICs) or the group of
+// virtual interfaces (veth, bridges, lo). NCCL places channels on devices by PCI locality; each
+// device can still reach every peer because connect() routes by the peer's addresses.
+struct Device {
+  std::string name;                  // "mesh0:eth1+eth2", unique per process
+  std::string pci_path;              // first member's PCI path, empty for the virtual group
+  int numa_node = -1;
+  int speed_mbps = 0;                // fastest member's link speed (per cable, not a sum)
+  std::vector<size_t> members;       // indices into Selection::used
+};
+
+std::vector<Device> group_devices(const std::vector<Interface>& used);
+
+// A path to a peer: a local interface and the peer address on the same subnet (one cable).
+struct Rail {
+  size_t local_index = 0;  // index into the `local` vector given to choose_rails
+  Ipv4Prefix local;        // local address and subnet
+  uint32_t peer_addr = 0;  // the peer's address on that subnet
+};
+
+// Every cable to the peer: each local interface whose subnet contains one of the peer's
+// addresses, paired with a distinct peer address where possible (two PCIe halves of one port
+// with two addresses each give two rails, not four). When `preferred` (the members of the
+// device NCCL passed) has rails to the peer, only those are used, keeping traffic on that
+// device's NUMA node; otherwise every rail is used, so any device reaches any peer.
+std::vector<Rail> choose_rails(const std::vector<Interface>& local,
+                               const std::vector<Ipv4Prefix>& peer_addrs,
+                               const std::vector<size_t>& preferred = {});
+
+}  // namespace mesh::topology

@@ -1,0 +1,25 @@
+// How a message is spread over a connection's data sockets. Both ends compute the split from
+// the header the sender writes (size, number of parts), so no per-chunk headers are needed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mesh::tcp {
+
+inline constexpr size_t kPartAlign = 128;
+
+struct PartRange {
+  size_t offset = 0;
+  size_t length = 0;
+};
+
+// Sender's choice: 0 parts means "inline on the control socket" (size <= inline_bytes);
+// otherwise one part per min_chunk bytes, at least 1 and at most ndata.
+uint32_t choose_parts(size_t size, size_t ndata, size_t min_chunk, size_t inline_bytes);
+
+// Part `index` of `nparts` for a message of `size` bytes: equal parts aligned to kPartAlign,
+// the last one takes the remainder. Parts tile [0, size) exactly, in order.
+PartRange part_range(size_t size, uint32_t nparts, uint32_t index);
+
+}  // namespace mesh::tcp

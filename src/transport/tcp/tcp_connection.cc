@@ -1,0 +1,274 @@
+#include "transport/tcp/tcp_connection.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <climits>
+
+#include "core/log.h"
+#include "transport/tcp/chunking.h"
+
+namespace mesh::tcp {
+
+TcpConnection::TcpConnection(bool sender, handshake::EstablishedConnection sockets,
+                             const TcpOptions& options)
+    : Connection(sender ? ObjectTag::kSend : ObjectTag::kRecv),
+      sender_(sender),
+      options_(options),
+      peer_(sockets.peer),
+      local_(sockets.local),
+      control_(std::move(sockets.control)) {
+  set_nonblocking(control_.get(), true);
+  set_tcp_options(control_.get(), options_.user_timeout_ms);
+  int index = 0;
+  for (UniqueFd& fd : sockets.data) {
+    set_tcp_options(fd.get(), options_.user_timeout_ms);
+    workers_.push_back(std::make_unique<StreamWorker>(
+        std::move(fd), sender, index++,
+        [this](ncclResult_t code, const std::string& why) { fail(code, why); }));
+  }
+  for (Request& r : pool_) r.hdr.owner = this;
+}
+
+TcpConnection::~TcpConnection() { close(); }
+
+void TcpConnection::close() {
+  for (auto& w : workers_) w->stop();
+  if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
+  control_.reset();
+}
+
+std::string TcpConnection::describe() const {
+  return std::string(sender_ ? "send" : "receive") + " connection " + local_ +
+         (sender_ ? " -> " : " <- ") + peer_ + " (TCP, " + std::to_string(workers_.size()) +
+         " data streams)";
+}
+
+void TcpConnection::fail(ncclResult_t code, const std::string& why) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (failed_.load()) return;  // keep the first cause: later errors are its consequences
+  error_code_ = code;
+  error_ = why;
+  failed_.store(true, std::memory_order_release);
+}
+
+ncclResult_t TcpConnection::report_failure() {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (!warned_) {
+    warned_ = true;
+    MESH_WARN("%s: %s", describe().c_str(), error_.c_str());
+  }
+  return error_code_;
+}
+
+TcpConnection::Request* TcpConnection::allocate() {
+  for (Request& r : pool_) {
+    if (!r.in_use) {
+      r.in_use = true;
+      r.header_done = 0;
+      r.header_parsed = false;
+      r.inline_payload = false;
+      r.payload_done = 0;
+      r.control_done = false;
+      r.parts_pending.store(0, std::memory_order_relaxed);
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, void** request) {
+  *request = nullptr;
+  if (!sender_) return ncclInternalError;
+  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  std::lock_guard<std::mutex> lock(mu_);
+  Request* r = allocate();
+  if (r == nullptr) {
+    MESH_WARN("%s: more than %d sends in flight (NCCL's contract allows %d); test() earlier ones",
+              describe().c_str(), NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
+    return ncclInternalError;
+  }
+  r->data = static_cast<uint8_t*>(data);
+  r->size = size;
+  r->seq = next_seq_++;
+  const uint32_t nparts =
+      choose_parts(size, workers_.size(), options_.min_chunk, options_.inline_bytes);
+  MessageHeader h{r->seq, static_cast<uint16_t>(nparts == 0 ? kFlagInline : 0),
+                  static_cast<uint16_t>(nparts), size};
+  encode_header(h, r->header);
+  r->inline_payload = nparts == 0;
+  if (nparts > 0 && !start_parts(r, static_cast<uint16_t>(nparts))) {
+    r->in_use = false;
+    return report_failure();
+  }
+  order_[(order_head_ + order_count_) % order_.size()] = r;
+  ++order_count_;
+  progress();
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags*/,
+                                  void** request) {
+  *request = nullptr;  // always overwritten: NCCL may have pre-set it to 0x1
+  if (sender_) return ncclInternalError;
+  if (n != 1) {
+    MESH_WARN("%s: irecv with %d buffers, but this device advertises maxRecvs=1",
+              describe().c_str(), n);
+    return ncclInternalError;
+  }
+  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  std::lock_guard<std::mutex> lock(mu_);
+  Request* r = allocate();
+  if (r == nullptr) {
+    MESH_WARN("%s: more than %d receives in flight (NCCL's contract allows %d)",
+              describe().c_str(), NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
+    return ncclInternalError;
+  }
+  r->data = static_cast<uint8_t*>(data[0]);
+  r->capacity = sizes[0];
+  r->size = 0;
+  r->seq = next_seq_++;
+  order_[(order_head_ + order_count_) % order_.size()] = r;
+  ++order_count_;
+  progress();
+  *request = r;
+  return ncclSuccess;
+}
+
+bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
+  r->parts_pending.store(nparts, std::memory_order_relaxed);
+  for (uint16_t i = 0; i < nparts; ++i) {
+    const PartRange range = part_range(r->size, nparts, i);
+    if (!workers_[i]->push({r->data + range.offset, range.length, &r->parts_pending})) {
+      fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
+      return false;
+    }
+  }
+  return true;
+}
+
+void TcpConnection::progress() {
+  while (order_count_ > 0 && !failed_.load(std::memory_order_relaxed)) {
+    Request* r = order_[order_head_];
+    const bool complete = sender_ ? progress_send(r) : progress_recv(r);
+    if (!complete) return;
+    r->control_done = true;
+    order_head_ = (order_head_ + 1) % order_.size();
+    --order_count_;
+  }
+}
+
+// Writes the header (and an inline payload) without blocking; true once all of it is out.
+bool TcpConnection::progress_send(Request* r) {
+  const size_t payload = r->inline_payload ? r->size : 0;
+  while (r->header_done < kHeaderSize || r->payload_done < payload) {
+    iovec iov[2];
+    int cnt = 0;
+    if (r->header_done < kHeaderSize) {
+      iov[cnt++] = {r->header + r->header_done, kHeaderSize - r->header_done};
+    }
+    if (r->payload_done < payload) {
+      iov[cnt++] = {r->data + r->payload_done, payload - r->payload_done};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(cnt);
+    const ssize_t n = sendmsg(control_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return false;
+      const bool remote = errno == ECONNRESET || errno == EPIPE;
+      fail(remote ? ncclRemoteError : ncclSystemError,
+           "control socket send failed: " + errno_text(errno) +
+               (remote ? " (the peer closed the connection or its process died)" : ""));
+      return false;
+    }
+    size_t moved = static_cast<size_t>(n);
+    const size_t h = std::min(moved, kHeaderSize - r->header_done);
+    r->header_done += h;
+    r->payload_done += moved - h;
+  }
+  return true;
+}
+
+// Reads and validates the header, then the inline payload or hands parts to the workers.
+bool TcpConnection::progress_recv(Request* r) {
+  while (r->header_done < kHeaderSize) {
+    const ssize_t n = recv(control_.get(), r->header + r->header_done,
+                           kHeaderSize - r->header_done, MSG_DONTWAIT);
+    if (n > 0) {
+      r->header_done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+    fail(ncclRemoteError, n == 0 ? "the peer closed the connection (process exited or closed "
+                                   "its send comm)"
+                                 : "control socket receive failed: " + errno_text(errno));
+    return false;
+  }
+  if (!r->header_parsed) {
+    const MessageHeader h = decode_header(r->header);
+    if (h.seq != r->seq) {
+      fail(ncclRemoteError, "message header out of sequence (expected " + std::to_string(r->seq) +
+                                ", got " + std::to_string(h.seq) + "): stream corrupted");
+      return false;
+    }
+    const bool is_inline = (h.flags & kFlagInline) != 0;
+    if ((h.flags & ~kFlagInline) != 0 || (is_inline && h.nparts != 0) ||
+        (!is_inline && (h.nparts == 0 || h.nparts > workers_.size()))) {
+      fail(ncclRemoteError, "malformed message header (flags " + std::to_string(h.flags) +
+                                ", " + std::to_string(h.nparts) + " parts for " +
+                                std::to_string(workers_.size()) + " data streams)");
+      return false;
+    }
+    if (h.size > r->capacity) {
+      fail(ncclInvalidUsage, "message of " + std::to_string(h.size) +
+                                 " bytes exceeds the posted receive buffer of " +
+                                 std::to_string(r->capacity) +
+                                 " bytes (sender and receiver disagree on sizes)");
+      return false;
+    }
+    r->size = h.size;
+    r->inline_payload = is_inline;
+    r->header_parsed = true;
+    if (!is_inline && !start_parts(r, h.nparts)) return false;
+  }
+  if (!r->inline_payload) return true;
+  while (r->payload_done < r->size) {
+    const ssize_t n =
+        recv(control_.get(), r->data + r->payload_done, r->size - r->payload_done, MSG_DONTWAIT);
+    if (n > 0) {
+      r->payload_done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+    fail(ncclRemoteError, n == 0 ? "the peer closed the connection in the middle of a message"
+                                 : "control socket receive failed: " + errno_text(errno));
+    return false;
+  }
+  return true;
+}
+
+ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) {
+  auto* r = reinterpret_cast<Request*>(request);
+  *done = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (r < pool_.data() || r >= pool_.data() + pool_.size() || !r->in_use) {
+    MESH_WARN("%s: test() on a request that is not in flight (already completed?)",
+              describe().c_str());
+    return ncclInternalError;
+  }
+  progress();
+  if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0) {
+    *done = 1;
+    // test() reports int sizes in every ABI version; NCCL never sends more than 1 GiB at once.
+    if (sizes != nullptr) *sizes = r->size > INT_MAX ? INT_MAX : static_cast<int>(r->size);
+    r->in_use = false;
+    return ncclSuccess;
+  }
+  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  return ncclSuccess;
+}
+
+}  // namespace mesh::tcp

@@ -1,0 +1,89 @@
+// A send or receive comm over TCP: one non-blocking control socket driven by NCCL's own
+// progress thread (headers and small messages inline: no thread hand-off, lowest latency) and
+// several data sockets, each with a StreamWorker thread, that carry large messages in parallel.
+//
+// Threads: isend/irecv/test run on NCCL's progress thread and take `mu_` (a harness that tests
+// from several threads stays safe); workers touch only their socket and the parts counters of
+// requests; fail() may be called from any of them.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/connection.h"
+#include "handshake/service.h"
+#include "transport/tcp/stream_worker.h"
+#include "transport/tcp/wire.h"
+
+namespace mesh::tcp {
+
+struct TcpOptions {
+  size_t min_chunk = 128 * 1024;
+  size_t inline_bytes = 64 * 1024;
+  int64_t user_timeout_ms = 20000;
+};
+
+class TcpConnection final : public Connection {
+ public:
+  TcpConnection(bool sender, handshake::EstablishedConnection sockets, const TcpOptions& options);
+  ~TcpConnection() override;
+
+  ncclResult_t isend(void* data, size_t size, int tag, void** request) override;
+  ncclResult_t irecv(int n, void** data, size_t* sizes, int* tags, void** request) override;
+  ncclResult_t test(RequestHeader* request, int* done, int* sizes) override;
+  void close() override;
+  std::string describe() const override;
+
+  size_t data_streams() const { return workers_.size(); }
+
+ private:
+  struct Request {
+    RequestHeader hdr;
+    bool in_use = false;
+    uint8_t* data = nullptr;
+    size_t capacity = 0;  // receive: the posted buffer size
+    size_t size = 0;      // the message size (send: given; receive: from the header)
+    uint32_t seq = 0;
+    uint8_t header[kHeaderSize] = {};
+    size_t header_done = 0;
+    bool header_parsed = false;
+    bool inline_payload = false;
+    size_t payload_done = 0;  // inline payload bytes moved on the control socket
+    bool control_done = false;
+    std::atomic<int> parts_pending{0};
+  };
+
+  Request* allocate();
+  void progress();               // advances the control socket; caller holds mu_
+  bool progress_send(Request* r);
+  bool progress_recv(Request* r);
+  bool start_parts(Request* r, uint16_t nparts);
+  void fail(ncclResult_t code, const std::string& why);
+  ncclResult_t report_failure();
+
+  const bool sender_;
+  TcpOptions options_;
+  std::string peer_;
+  std::string local_;
+  UniqueFd control_;
+  std::vector<std::unique_ptr<StreamWorker>> workers_;
+
+  std::mutex mu_;
+  std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;
+  std::array<Request*, NCCL_NET_MAX_REQUESTS> order_{};  // posted, control not yet done, FIFO
+  size_t order_head_ = 0;
+  size_t order_count_ = 0;
+  uint32_t next_seq_ = 0;
+
+  std::mutex error_mu_;
+  std::atomic<bool> failed_{false};
+  ncclResult_t error_code_ = ncclSuccess;
+  std::string error_;
+  bool warned_ = false;
+};
+
+}  // namespace mesh::tcp

@@ -1,0 +1,18 @@
+#include "transport/tcp/wire.h"
+
+#include "core/byte_order.h"
+
+namespace mesh::tcp {
+
+void encode_header(const MessageHeader& h, uint8_t* out) {
+  put_u32(out, h.seq);
+  put_u16(out + 4, h.flags);
+  put_u16(out + 6, h.nparts);
+  put_u64(out + 8, h.size);
+}
+
+MessageHeader decode_header(const uint8_t* in) {
+  return {get_u32(in), get_u16(in + 4), get_u16(in + 6), get_u64(in + 8)};
+}
+
+}  // namespace mesh::tcp

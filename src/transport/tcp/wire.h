@@ -1,0 +1,28 @@
+// The per-message header on a TCP connection's control socket (16 bytes, big-endian):
+//   [0] u32 sequence number (0, 1, 2, ... per connection: detects a desynchronised stream)
+//   [4] u16 flags (kInline: the payload follows the header on the control socket)
+//   [6] u16 number of parts on the data sockets (0 when inline)
+//   [8] u64 message size in bytes
+// It is peer-supplied: the receiver checks the sequence, the flags, the part count against its
+// data sockets and the size against the posted buffer before touching memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mesh::tcp {
+
+inline constexpr size_t kHeaderSize = 16;
+inline constexpr uint16_t kFlagInline = 0x1;
+
+struct MessageHeader {
+  uint32_t seq = 0;
+  uint16_t flags = 0;
+  uint16_t nparts = 0;
+  uint64_t size = 0;
+};
+
+void encode_header(const MessageHeader& h, uint8_t* out);
+MessageHeader decode_header(const uint8_t* in);
+
+}  // namespace mesh::tcp
