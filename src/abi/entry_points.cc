@@ -47,6 +47,17 @@ ncclResult_t close_listen(void* comm) {
   return guard("closeListen", [&] { return core().close_listen(comm); });
 }
 
+ncclResult_t isend_v10plus(void* comm, void* data, size_t size, int tag, void* mhandle,
+                           void* /*phandle*/, void** request) {
+  return guard("isend", [&] { return core().isend(comm, data, size, tag, mhandle, request); });
+}
+
+ncclResult_t irecv_v10plus(void* comm, int n, void** data, size_t* sizes, int* tags,
+                           void** mhandles, void** /*phandles*/, void** request) {
+  return guard("irecv",
+               [&] { return core().irecv(comm, n, data, sizes, tags, mhandles, request); });
+}
+
 ncclResult_t legacy_init(ncclDebugLogger_t logger) {
   return guard("init", [&] {
     Context* ctx = nullptr;

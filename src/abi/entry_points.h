@@ -42,6 +42,12 @@ ncclResult_t close_send(void* comm);
 ncclResult_t close_recv(void* comm);
 ncclResult_t close_listen(void* comm);
 
+// v10 and v11 share the isend/irecv signatures (size_t sizes, profiler handles, ignored here).
+ncclResult_t isend_v10plus(void* comm, void* data, size_t size, int tag, void* mhandle,
+                           void* phandle, void** request);
+ncclResult_t irecv_v10plus(void* comm, int n, void** data, size_t* sizes, int* tags,
+                           void** mhandles, void** phandles, void** request);
+
 // Legacy (v8..v10) init: one shared context for the process.
 ncclResult_t legacy_init(ncclDebugLogger_t logger);
 ncclResult_t legacy_listen(int dev, void* handle, void** listen_comm);

@@ -17,16 +17,6 @@ ncclResult_t get_properties_v10(int dev, ncclNetProperties_v10_t* props) {
   return fill_properties_v9plus(dev, props);
 }
 
-ncclResult_t isend_v10(void* comm, void* data, size_t size, int tag, void* mhandle,
-                       void* /*phandle*/, void** request) {
-  return guard("isend", [&] { return core().isend(comm, data, size, tag, mhandle, request); });
-}
-
-ncclResult_t irecv_v10(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                       void** /*phandles*/, void** request) {
-  return guard("irecv",
-               [&] { return core().irecv(comm, n, data, sizes, tags, mhandles, request); });
-}
 
 }  // namespace
 }  // namespace mesh::abi
@@ -44,8 +34,8 @@ __attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = {
     mesh::abi::reg_mr,
     mesh::abi::reg_mr_dmabuf,
     mesh::abi::dereg_mr,
-    mesh::abi::isend_v10,
-    mesh::abi::irecv_v10,
+    mesh::abi::isend_v10plus,
+    mesh::abi::irecv_v10plus,
     mesh::abi::iflush,
     mesh::abi::test,
     mesh::abi::close_send,

@@ -34,16 +34,6 @@ ncclResult_t get_properties_v11(int dev, ncclNetProperties_v11_t* props) {
   return rc;
 }
 
-ncclResult_t isend_v11(void* comm, void* data, size_t size, int tag, void* mhandle,
-                       void* /*phandle*/, void** request) {
-  return guard("isend", [&] { return core().isend(comm, data, size, tag, mhandle, request); });
-}
-
-ncclResult_t irecv_v11(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                       void** /*phandles*/, void** request) {
-  return guard("irecv",
-               [&] { return core().irecv(comm, n, data, sizes, tags, mhandles, request); });
-}
 
 }  // namespace
 }  // namespace mesh::abi
@@ -61,8 +51,8 @@ __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = {
     mesh::abi::reg_mr,
     mesh::abi::reg_mr_dmabuf,
     mesh::abi::dereg_mr,
-    mesh::abi::isend_v11,
-    mesh::abi::irecv_v11,
+    mesh::abi::isend_v10plus,
+    mesh::abi::irecv_v10plus,
     mesh::abi::iflush,
     mesh::abi::test,
     mesh::abi::close_send,

@@ -32,6 +32,15 @@ std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
   return s.empty() ? "(none)" : s;
 }
 
+tcp::TcpOptions tcp_options() {
+  const Settings& s = settings();
+  tcp::TcpOptions opt;
+  opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
+  opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
+  opt.user_timeout_ms = s.tcp_user_timeout_ms;
+  return opt;
+}
+
 }  // namespace
 
 Plugin& Plugin::instance() {
@@ -312,12 +321,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       break;
   }
   pending_.erase(it);
-  const Settings& s = settings();
-  tcp::TcpOptions opt;
-  opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
-  opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
-  opt.user_timeout_ms = s.tcp_user_timeout_ms;
-  auto* conn = new tcp::TcpConnection(true, std::move(attempt->result), opt);
+  auto* conn = new tcp::TcpConnection(true, std::move(attempt->result), tcp_options());
   connections_[conn] = c;
   MESH_INFO(NCCL_NET | NCCL_INIT, "connected: %s", conn->describe().c_str());
   *send_comm = conn;
@@ -335,12 +339,7 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
   }
   handshake::EstablishedConnection est;
   if (!service_.take_ready(l->endpoint, &est)) return ncclSuccess;
-  const Settings& s = settings();
-  tcp::TcpOptions opt;
-  opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
-  opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
-  opt.user_timeout_ms = s.tcp_user_timeout_ms;
-  auto* conn = new tcp::TcpConnection(false, std::move(est), opt);
+  auto* conn = new tcp::TcpConnection(false, std::move(est), tcp_options());
   connections_[conn] = l->ctx;
   MESH_INFO(NCCL_NET | NCCL_INIT, "accepted: %s", conn->describe().c_str());
   *recv_comm = conn;

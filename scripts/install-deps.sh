@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nccl-mesh needs to build and test. Does nothing when they are all
+# present; needs root (apt-get) otherwise. Debian 12 package names.
+set -euo pipefail
+pkgs=(cmake g++ make pkg-config clang libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
+      libfmt-dev iproute2 nftables gnuplot-nox procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]} (run as root, or install them)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

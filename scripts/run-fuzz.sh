@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang and runs each on its corpus (tests/fuzz/corpus/<t>)
+# for a bounded time. Prints the total executions per target; any crash fails the run and
+# leaves the reproducer in build-fuzz/crashes/ (turn it into a unit-test regression case).
+# Usage: scripts/run-fuzz.sh [seconds-per-target]   (default 30)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-30}
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=fuzzer -DMESH_SUBDIRS=tests/fuzz >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_handle fuzz_hello fuzz_header fuzz_settings
+mkdir -p build-fuzz/crashes
+passed=0 failed=0
+for t in handle hello header settings; do
+  work=build-fuzz/corpus-$t
+  rm -rf "$work" && cp -r "tests/fuzz/corpus/$t" "$work"
+  log=build-fuzz/fuzz_$t.log
+  if build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -print_final_stats=1 \
+       -artifact_prefix=build-fuzz/crashes/$t- "$work" >"$log" 2>&1; then
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    echo "fuzz_$t: $execs executions in ${secs}s, no crash"
+    passed=$((passed + 1))
+  else
+    echo "fuzz_$t: CRASH (see $log and build-fuzz/crashes/)"
+    tail -20 "$log"
+    failed=$((failed + 1))
+  fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
