@@ -17,9 +17,9 @@ run_lane() {
   case $lane in
     release) args=(-DCMAKE_BUILD_TYPE=Release) ;;
     asan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=address
-                "-DMESH_SUBDIRS=tests/unit;tests/conformance"); labels="unit|conformance" ;;
+                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak"); labels="unit|conformance|soak" ;;
     tsan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=thread
-                "-DMESH_SUBDIRS=tests/unit;tests/conformance"); labels="unit|conformance" ;;
+                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak"); labels="unit|conformance|soak" ;;
     fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-30}"; return ;;
     *) echo "unknown lane $lane" >&2; return 2 ;;
   esac

@@ -26,14 +26,16 @@ bool StreamWorker::push(const Part& part) {
   return true;
 }
 
-void StreamWorker::stop() {
+void StreamWorker::request_stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
   cv_.notify_one();
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);  // wakes a blocked send/recv
+}
+
+void StreamWorker::join() {
   if (thread_.joinable()) thread_.join();
   fd_.reset();
 }

@@ -37,8 +37,14 @@ class StreamWorker {
   // Queues a part; the queue holds NCCL_NET_MAX_REQUESTS parts (one per request in flight),
   // which the comm's request pool guarantees. Returns false if it is full.
   bool push(const Part& part);
-  // Unblocks the socket (shutdown), joins the thread, closes the socket.
-  void stop();
+  // Stopping is split so a connection can wake all its workers first and then join them,
+  // instead of paying one thread wake-up after another.
+  void request_stop();  // flags the stop and unblocks the socket (shutdown)
+  void join();          // joins the thread and closes the socket
+  void stop() {
+    request_stop();
+    join();
+  }
 
  private:
   void run();

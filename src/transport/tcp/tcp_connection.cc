@@ -34,7 +34,8 @@ TcpConnection::TcpConnection(bool sender, handshake::EstablishedConnection socke
 TcpConnection::~TcpConnection() { close(); }
 
 void TcpConnection::close() {
-  for (auto& w : workers_) w->stop();
+  for (auto& w : workers_) w->request_stop();
+  for (auto& w : workers_) w->join();
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
   control_.reset();
 }
