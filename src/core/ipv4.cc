@@ -18,6 +18,7 @@ std::string format_prefix(const Ipv4Prefix& p) {
 }
 
 std::optional<uint32_t> parse_ipv4(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return std::nullopt;  // inet_pton stops at NUL
   std::string s(text);
   in_addr a{};
   if (inet_pton(AF_INET, s.c_str(), &a) != 1) return std::nullopt;

@@ -19,7 +19,8 @@ Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilte
       sel.notes.push_back(label + ": link is down");
       continue;
     }
-    if (itf.loopback && filter.empty()) {
+    // Loopback is used only as a fall-back, unless an inclusion list names it explicitly.
+    if (itf.loopback && (filter.empty() || filter.exclude())) {
       loopbacks.push_back(&itf);
       continue;
     }
@@ -93,6 +94,16 @@ std::vector<Rail> choose_rails(const std::vector<Interface>& local,
     peer_used[static_cast<size_t>(pick)] = true;
     if_used.push_back(itf.name);
     rails.push_back({i, itf.addr, peer_addrs[static_cast<size_t>(pick)].addr});
+  }
+  // A peer address that is also one of ours (loopback, or a docker0/virbr0 bridge that has the
+  // same address on every host) leads back to this host. Such rails are right only for a peer
+  // on the same host, which then shares every address; otherwise use the real cables alone.
+  auto is_local = [&](uint32_t addr) {
+    return std::any_of(local.begin(), local.end(),
+                       [&](const Interface& l) { return l.addr.addr == addr; });
+  };
+  if (std::any_of(rails.begin(), rails.end(), [&](const Rail& r) { return !is_local(r.peer_addr); })) {
+    std::erase_if(rails, [&](const Rail& r) { return is_local(r.peer_addr); });
   }
   // Rails on the device NCCL chose stay local to its NUMA node; other devices' rails are used
   // only when the chosen device has no cable to this peer.

@@ -19,7 +19,8 @@ struct Selection {
 };
 
 // Default (empty filter): every up, non-loopback interface; loopback only when nothing else is
-// usable. With a filter: every up interface the filter accepts (loopback included if named).
+// usable. An inclusion filter takes every up interface it names (loopback too, e.g. "lo");
+// an exclusion filter ("^docker") keeps the default's loopback rule.
 Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilter& filter);
 
 // One NCCL device: a group of interfaces sharing a NUMA node (PCI NICs) or the group of
@@ -46,7 +47,9 @@ struct Rail {
 // addresses, paired with a distinct peer address where possible (two PCIe halves of one port
 // with two addresses each give two rails, not four). When `preferred` (the members of the
 // device NCCL passed) has rails to the peer, only those are used, keeping traffic on that
-// device's NUMA node; otherwise every rail is used, so any device reaches any peer.
+// device's NUMA node; otherwise every rail is used, so any device reaches any peer. Rails to a
+// peer address that is also a local address (loopback, a bridge with the same address on every
+// host) are dropped when the peer is reachable any other way: they lead back to this host.
 std::vector<Rail> choose_rails(const std::vector<Interface>& local,
                                const std::vector<Ipv4Prefix>& peer_addrs,
                                const std::vector<size_t>& preferred = {});

@@ -1,0 +1,346 @@
+// parse_setting, load_settings and setting_table: every NCCL_MESH_* setting.
+#include "core/settings.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mesh {
+namespace {
+
+// Parses `text` into a default Settings; returns the error text ("" on success).
+std::string parse_error(const std::string& env, const std::string& text) {
+  Settings s;
+  std::string why;
+  if (parse_setting(env, text, &s, &why)) return "";
+  EXPECT_FALSE(why.empty()) << env << "=" << text;
+  return why.empty() ? "(no reason given)" : why;
+}
+
+TEST(Settings, Defaults) {
+  const Settings s;
+  EXPECT_EQ(s.ifname, "");
+  EXPECT_EQ(s.connect_timeout_ms, 30000);
+  EXPECT_EQ(s.tcp_streams, 4);
+  EXPECT_EQ(s.tcp_min_chunk, 131072);
+  EXPECT_EQ(s.tcp_inline_bytes, 65536);
+  EXPECT_EQ(s.tcp_user_timeout_ms, 20000);
+  EXPECT_EQ(s.max_pending_handshakes, 256);
+  EXPECT_EQ(s.handshake_port, 0);
+}
+
+TEST(ParseSetting, IfnameTakesAnyText) {
+  for (const char* text : {"", "eth0", "^docker,lo", "^=lo", " enp1 , enp2 "}) {
+    Settings s;
+    s.ifname = "previous";
+    std::string why;
+    ASSERT_TRUE(parse_setting("NCCL_MESH_IFNAME", text, &s, &why)) << why;
+    EXPECT_EQ(s.ifname, text);
+  }
+}
+
+// One integer setting: its valid values (text -> value) and rejected texts.
+struct IntCase {
+  const char* env;
+  int64_t Settings::*field;
+  std::vector<std::pair<std::string, int64_t>> valid;
+  std::vector<std::string> out_of_range;
+};
+
+const std::vector<IntCase>& int_cases() {
+  static const std::vector<IntCase> cases = {
+      {"NCCL_MESH_CONNECT_TIMEOUT_MS",
+       &Settings::connect_timeout_ms,
+       {{"100", 100},
+        {"30000", 30000},
+        {"3600000", 3600000},
+        {"1k", 1024},
+        {"1M", 1048576},
+        {"3M", 3145728}},
+       {"99", "0", "-1", "3600001", "4M", "1G", "-100"}},
+      {"NCCL_MESH_TCP_STREAMS",
+       &Settings::tcp_streams,
+       {{"1", 1}, {"4", 4}, {"64", 64}, {"16", 16}},
+       {"0", "65", "-4", "1K", "1000"}},
+      {"NCCL_MESH_TCP_MIN_CHUNK",
+       &Settings::tcp_min_chunk,
+       {{"4096", 4096},
+        {"4K", 4096},
+        {"128k", 131072},
+        {"1M", 1048576},
+        {"1G", 1073741824},
+        {"1024M", 1073741824},
+        {"1073741824", 1073741824}},
+       {"4095", "3K", "0", "-4K", "1073741825", "1025M", "2G", "1048577K"}},
+      {"NCCL_MESH_TCP_INLINE_BYTES",
+       &Settings::tcp_inline_bytes,
+       {{"0", 0},
+        {"65536", 65536},
+        {"64K", 65536},
+        {"16M", 16777216},
+        {"16384K", 16777216},
+        {"16777216", 16777216},
+        {"0K", 0}},
+       {"-1", "16777217", "17M", "16385K", "1G", "-1K"}},
+      {"NCCL_MESH_TCP_USER_TIMEOUT_MS",
+       &Settings::tcp_user_timeout_ms,
+       {{"0", 0}, {"20000", 20000}, {"3600000", 3600000}},
+       {"-1", "3600001", "4M"}},
+      {"NCCL_MESH_MAX_PENDING_HANDSHAKES",
+       &Settings::max_pending_handshakes,
+       {{"1", 1}, {"256", 256}, {"65536", 65536}, {"64K", 65536}},
+       {"0", "65537", "-1", "65K", "1M"}},
+      {"NCCL_MESH_HANDSHAKE_PORT",
+       &Settings::handshake_port,
+       {{"0", 0}, {"1", 1}, {"29500", 29500}, {"65535", 65535}},
+       {"-1", "65536", "64K", "70000", "1M"}},
+  };
+  return cases;
+}
+
+TEST(ParseSetting, IntegerValidValuesAndSuffixes) {
+  for (const IntCase& c : int_cases()) {
+    for (const auto& [text, value] : c.valid) {
+      Settings s;
+      std::string why;
+      ASSERT_TRUE(parse_setting(c.env, text, &s, &why)) << c.env << "=" << text << ": " << why;
+      EXPECT_EQ(s.*c.field, value) << c.env << "=" << text;
+    }
+  }
+}
+
+TEST(ParseSetting, IntegerOutOfRangeIsRejectedAndKeepsTheValue) {
+  for (const IntCase& c : int_cases()) {
+    for (const std::string& text : c.out_of_range) {
+      Settings s;
+      const int64_t before = s.*c.field;
+      std::string why;
+      EXPECT_FALSE(parse_setting(c.env, text, &s, &why)) << c.env << "=" << text;
+      EXPECT_NE(why.find("outside"), std::string::npos) << c.env << "=" << text << ": " << why;
+      EXPECT_EQ(s.*c.field, before) << c.env << "=" << text;
+    }
+  }
+}
+
+TEST(ParseSetting, IntegerGarbageIsRejected) {
+  for (const IntCase& c : int_cases()) {
+    for (const char* text : {"abc", "K", "M", "-", "x12", "four", "1.5"}) {
+      const std::string why = parse_error(c.env, text);
+      EXPECT_FALSE(why.empty()) << c.env << "=" << text << " was accepted";
+    }
+    EXPECT_NE(parse_error(c.env, "").find("empty"), std::string::npos) << c.env;
+    EXPECT_NE(parse_error(c.env, "abc").find("not an integer"), std::string::npos) << c.env;
+  }
+}
+
+TEST(ParseSetting, IntegerTrailingCharactersAreRejected) {
+  for (const IntCase& c : int_cases()) {
+    for (const char* text : {"12ms", "1KB", "1Ki", "4 ", "4\t", "1T", "1KK", "64,", "1e3", "2x"}) {
+      const std::string why = parse_error(c.env, text);
+      EXPECT_NE(why.find("trailing"), std::string::npos)
+          << c.env << "=" << text << ": '" << why << "'";
+    }
+  }
+}
+
+TEST(ParseSetting, HugeValuesDoNotOverflow) {
+  for (const char* text :
+       {"99999999999999999999", "9223372036854775807", "9223372036854775807K", "9007199254740993G",
+        "-9223372036854775808", "-9223372036854775808G", "8796093022208G" /* 2^43 G = 2^73 */}) {
+    Settings s;
+    std::string why;
+    EXPECT_FALSE(parse_setting("NCCL_MESH_TCP_MIN_CHUNK", text, &s, &why)) << text;
+    EXPECT_EQ(s.tcp_min_chunk, 131072) << text;
+  }
+}
+
+TEST(ParseSetting, UnknownNameIsRejected) {
+  for (const char* env :
+       {"NCCL_MESH_BOGUS", "nccl_mesh_ifname", "NCCL_MESH_TCP_STREAM", "NCCL_SOCKET_IFNAME", ""}) {
+    Settings s;
+    std::string why;
+    EXPECT_FALSE(parse_setting(env, "4", &s, &why)) << env;
+    EXPECT_NE(why.find("unknown setting"), std::string::npos) << why;
+    EXPECT_EQ(s.tcp_streams, 4);
+  }
+}
+
+// A fake environment for load_settings (a plain function pointer: no captures).
+std::map<std::string, std::string>& fake_env() {
+  static std::map<std::string, std::string> env;
+  return env;
+}
+std::vector<std::string>& queried() {
+  static std::vector<std::string> names;
+  return names;
+}
+const char* fake_getenv(const char* name) {
+  queried().push_back(name);
+  const auto it = fake_env().find(name);
+  return it == fake_env().end() ? nullptr : it->second.c_str();
+}
+
+class LoadSettings : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_env().clear();
+    queried().clear();
+  }
+  void TearDown() override { fake_env().clear(); }
+};
+
+TEST_F(LoadSettings, EmptyEnvironmentGivesDefaults) {
+  std::vector<std::string> warnings;
+  const Settings s = load_settings(fake_getenv, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(s.ifname, "");
+  EXPECT_EQ(s.connect_timeout_ms, 30000);
+  EXPECT_EQ(s.tcp_streams, 4);
+  EXPECT_EQ(s.tcp_min_chunk, 131072);
+  EXPECT_EQ(s.tcp_inline_bytes, 65536);
+  EXPECT_EQ(s.tcp_user_timeout_ms, 20000);
+  EXPECT_EQ(s.max_pending_handshakes, 256);
+  EXPECT_EQ(s.handshake_port, 0);
+}
+
+TEST_F(LoadSettings, AsksForEverySetting) {
+  std::vector<std::string> warnings;
+  load_settings(fake_getenv, &warnings);
+  const std::set<std::string> asked(queried().begin(), queried().end());
+  const std::set<std::string> want = {"NCCL_MESH_IFNAME",
+                                      "NCCL_MESH_CONNECT_TIMEOUT_MS",
+                                      "NCCL_MESH_TCP_STREAMS",
+                                      "NCCL_MESH_TCP_MIN_CHUNK",
+                                      "NCCL_MESH_TCP_INLINE_BYTES",
+                                      "NCCL_MESH_TCP_USER_TIMEOUT_MS",
+                                      "NCCL_MESH_MAX_PENDING_HANDSHAKES",
+                                      "NCCL_MESH_HANDSHAKE_PORT"};
+  EXPECT_EQ(asked, want);
+}
+
+TEST_F(LoadSettings, ValidValuesAreApplied) {
+  fake_env() = {{"NCCL_MESH_IFNAME", "^docker"},
+                {"NCCL_MESH_CONNECT_TIMEOUT_MS", "5000"},
+                {"NCCL_MESH_TCP_STREAMS", "8"},
+                {"NCCL_MESH_TCP_MIN_CHUNK", "256K"},
+                {"NCCL_MESH_TCP_INLINE_BYTES", "0"},
+                {"NCCL_MESH_TCP_USER_TIMEOUT_MS", "0"},
+                {"NCCL_MESH_MAX_PENDING_HANDSHAKES", "16"},
+                {"NCCL_MESH_HANDSHAKE_PORT", "29500"}};
+  std::vector<std::string> warnings;
+  const Settings s = load_settings(fake_getenv, &warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(s.ifname, "^docker");
+  EXPECT_EQ(s.connect_timeout_ms, 5000);
+  EXPECT_EQ(s.tcp_streams, 8);
+  EXPECT_EQ(s.tcp_min_chunk, 262144);
+  EXPECT_EQ(s.tcp_inline_bytes, 0);
+  EXPECT_EQ(s.tcp_user_timeout_ms, 0);
+  EXPECT_EQ(s.max_pending_handshakes, 16);
+  EXPECT_EQ(s.handshake_port, 29500);
+}
+
+TEST_F(LoadSettings, MalformedValuesKeepTheDefaultAndWarn) {
+  fake_env() = {{"NCCL_MESH_TCP_STREAMS", "lots"},
+                {"NCCL_MESH_HANDSHAKE_PORT", "70000"},
+                {"NCCL_MESH_TCP_MIN_CHUNK", "64KB"},
+                {"NCCL_MESH_CONNECT_TIMEOUT_MS", "1500"}};
+  std::vector<std::string> warnings;
+  const Settings s = load_settings(fake_getenv, &warnings);
+  EXPECT_EQ(s.tcp_streams, 4);
+  EXPECT_EQ(s.handshake_port, 0);
+  EXPECT_EQ(s.tcp_min_chunk, 131072);
+  EXPECT_EQ(s.connect_timeout_ms, 1500);  // the valid one still applies
+  ASSERT_EQ(warnings.size(), 3u);
+  const auto warning_for = [&](const std::string& env) -> std::string {
+    for (const std::string& w : warnings) {
+      if (w.rfind(env + ":", 0) == 0) return w;
+    }
+    return "";
+  };
+  const std::string streams = warning_for("NCCL_MESH_TCP_STREAMS");
+  EXPECT_NE(streams.find("lots"), std::string::npos) << streams;
+  EXPECT_NE(streams.find("using the default 4"), std::string::npos) << streams;
+  const std::string port = warning_for("NCCL_MESH_HANDSHAKE_PORT");
+  EXPECT_NE(port.find("70000"), std::string::npos) << port;
+  EXPECT_NE(port.find("0..65535"), std::string::npos) << port;
+  EXPECT_NE(port.find("using the default 0"), std::string::npos) << port;
+  const std::string chunk = warning_for("NCCL_MESH_TCP_MIN_CHUNK");
+  EXPECT_NE(chunk.find("trailing"), std::string::npos) << chunk;
+  EXPECT_NE(chunk.find("using the default 131072"), std::string::npos) << chunk;
+}
+
+TEST_F(LoadSettings, EmptyIntegerIsAWarningButEmptyIfnameIsNot) {
+  fake_env() = {{"NCCL_MESH_TCP_STREAMS", ""}, {"NCCL_MESH_IFNAME", ""}};
+  std::vector<std::string> warnings;
+  const Settings s = load_settings(fake_getenv, &warnings);
+  EXPECT_EQ(s.tcp_streams, 4);
+  EXPECT_EQ(s.ifname, "");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind("NCCL_MESH_TCP_STREAMS:", 0), 0u) << warnings[0];
+}
+
+TEST(SettingTable, ListsEverySettingWithItsDefault) {
+  struct Row {
+    const char* env;
+    const char* type;
+    const char* def;
+    const char* range;
+  };
+  const Row want[] = {
+      {"NCCL_MESH_IFNAME", "string", "", ""},
+      {"NCCL_MESH_CONNECT_TIMEOUT_MS", "integer", "30000", "100..3600000"},
+      {"NCCL_MESH_TCP_STREAMS", "integer", "4", "1..64"},
+      {"NCCL_MESH_TCP_MIN_CHUNK", "integer", "131072", "4096..1073741824"},
+      {"NCCL_MESH_TCP_INLINE_BYTES", "integer", "65536", "0..16777216"},
+      {"NCCL_MESH_TCP_USER_TIMEOUT_MS", "integer", "20000", "0..3600000"},
+      {"NCCL_MESH_MAX_PENDING_HANDSHAKES", "integer", "256", "1..65536"},
+      {"NCCL_MESH_HANDSHAKE_PORT", "integer", "0", "0..65535"},
+  };
+  const std::vector<SettingInfo> table = setting_table();
+  ASSERT_EQ(table.size(), std::size(want));
+  for (size_t i = 0; i < table.size(); ++i) {
+    SCOPED_TRACE(want[i].env);
+    EXPECT_STREQ(table[i].env, want[i].env);
+    EXPECT_STREQ(table[i].type, want[i].type);
+    EXPECT_EQ(table[i].default_value, want[i].def);
+    EXPECT_EQ(table[i].range, want[i].range);
+    ASSERT_NE(table[i].help, nullptr);
+    EXPECT_GT(std::string(table[i].help).size(), 20u);
+  }
+}
+
+TEST(SettingTable, EveryDefaultParsesBackToItself) {
+  // The documented default is a value parse_setting accepts, and it equals the struct default.
+  const Settings defaults;
+  const std::map<std::string, int64_t Settings::*> fields = {
+      {"NCCL_MESH_CONNECT_TIMEOUT_MS", &Settings::connect_timeout_ms},
+      {"NCCL_MESH_TCP_STREAMS", &Settings::tcp_streams},
+      {"NCCL_MESH_TCP_MIN_CHUNK", &Settings::tcp_min_chunk},
+      {"NCCL_MESH_TCP_INLINE_BYTES", &Settings::tcp_inline_bytes},
+      {"NCCL_MESH_TCP_USER_TIMEOUT_MS", &Settings::tcp_user_timeout_ms},
+      {"NCCL_MESH_MAX_PENDING_HANDSHAKES", &Settings::max_pending_handshakes},
+      {"NCCL_MESH_HANDSHAKE_PORT", &Settings::handshake_port},
+  };
+  for (const SettingInfo& info : setting_table()) {
+    Settings s;
+    s.ifname = "changed";
+    for (const auto& [env, field] : fields) s.*field = -7;
+    std::string why;
+    ASSERT_TRUE(parse_setting(info.env, info.default_value, &s, &why)) << info.env << ": " << why;
+    const auto it = fields.find(info.env);
+    if (it == fields.end()) {
+      EXPECT_STREQ(info.env, "NCCL_MESH_IFNAME");
+      EXPECT_EQ(s.ifname, defaults.ifname);
+    } else {
+      EXPECT_EQ(s.*(it->second), defaults.*(it->second)) << info.env;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mesh

@@ -1,0 +1,86 @@
+// The 16-byte per-message header on the control socket.
+#include "transport/tcp/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+
+namespace mesh::tcp {
+namespace {
+
+static_assert(kHeaderSize == 16);
+static_assert(kFlagInline == 0x1);
+
+using Buffer = std::array<uint8_t, kHeaderSize>;
+
+TEST(WireHeader, BigEndianLayout) {
+  const MessageHeader h{0x01020304u, 0x0506, 0x0708, 0x1122334455667788ull};
+  Buffer b{};
+  encode_header(h, b.data());
+  const Buffer want = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+                       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88};
+  EXPECT_EQ(b, want);
+}
+
+TEST(WireHeader, InlineHeaderBytes) {
+  const MessageHeader h{7, kFlagInline, 0, 100};
+  Buffer b{};
+  encode_header(h, b.data());
+  const Buffer want = {0, 0, 0, 7, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 100};
+  EXPECT_EQ(b, want);
+}
+
+TEST(WireHeader, DecodeKnownBytes) {
+  const Buffer b = {0xDE, 0xAD, 0xBE, 0xEF, 0x00, 0x01, 0x00, 0x40,
+                    0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x05};
+  const MessageHeader h = decode_header(b.data());
+  EXPECT_EQ(h.seq, 0xDEADBEEFu);
+  EXPECT_EQ(h.flags, 0x0001);
+  EXPECT_EQ(h.nparts, 64);
+  EXPECT_EQ(h.size, 0x0000010000000005ull);  // 1 TiB + 5
+}
+
+TEST(WireHeader, EncodeWritesExactly16Bytes) {
+  std::array<uint8_t, kHeaderSize + 8> big;
+  big.fill(0xCC);
+  encode_header({1, 0, 4, 1 << 20}, big.data());
+  for (size_t i = kHeaderSize; i < big.size(); ++i) EXPECT_EQ(big[i], 0xCC) << i;
+}
+
+TEST(WireHeader, RoundTrip) {
+  const MessageHeader cases[] = {
+      {0, 0, 0, 0},
+      {1, kFlagInline, 0, 65536},
+      {0xFFFFFFFFu, 0xFFFF, 0xFFFF, 0xFFFFFFFFFFFFFFFFull},
+      {42, 0, 4, 0x100000000ull},          // just above 4 GiB: needs the high word
+      {43, 0, 64, 0x8000000000000000ull},  // top bit of the size
+      {44, 0x8000, 1, 0x00000000FFFFFFFFull},
+  };
+  for (const MessageHeader& h : cases) {
+    Buffer b{};
+    encode_header(h, b.data());
+    const MessageHeader out = decode_header(b.data());
+    EXPECT_EQ(out.seq, h.seq);
+    EXPECT_EQ(out.flags, h.flags);
+    EXPECT_EQ(out.nparts, h.nparts);
+    EXPECT_EQ(out.size, h.size);
+  }
+}
+
+TEST(WireHeader, EveryByteLandsInItsField) {
+  // Changing one byte of the wire changes exactly one field, by exactly that byte's weight.
+  Buffer zero{};
+  for (size_t i = 0; i < kHeaderSize; ++i) {
+    Buffer b = zero;
+    b[i] = 1;
+    const MessageHeader h = decode_header(b.data());
+    EXPECT_EQ(h.seq, i < 4 ? uint32_t{1} << (8 * (3 - i)) : 0u) << i;
+    EXPECT_EQ(h.flags, i >= 4 && i < 6 ? (1u << (8 * (5 - i))) : 0u) << i;
+    EXPECT_EQ(h.nparts, i >= 6 && i < 8 ? (1u << (8 * (7 - i))) : 0u) << i;
+    EXPECT_EQ(h.size, i >= 8 ? uint64_t{1} << (8 * (15 - i)) : 0u) << i;
+  }
+}
+
+}  // namespace
+}  // namespace mesh::tcp
