@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# GPU end-to-end run of NCCL over the mesh plugin, on the one-GPU test machine, in < 10 minutes:
+#   build (plugin + tests/gpu) -> start MPS -> correctness for 2,3,4 ranks x Simple/LL/LL128 ->
+#   the same suite over NCCL's Socket (harness sanity) -> benchmark Mesh vs Socket ->
+#   PyTorch check -> NCCL version check -> summary. MPS is always stopped again.
+#
+# Usage: scripts/gpu-e2e.sh OUTDIR        (or GPU_E2E_OUT=OUTDIR scripts/gpu-e2e.sh)
+# Writes OUTDIR/gpu-e2e.log (this output), OUTDIR/<step>.log, OUTDIR/summary.json, and per step
+# the program's own folders: check/ check-socket/ bench/ torch/ (rank logs, check.json,
+# bench.json, torch.json), and OUTDIR/all-logs.tar.gz with all of it. GPU_E2E_COMPACT=1 leaves
+# only top-level files (JSONs copied up as check-check.json etc.). Exit status 0 only if every
+# step passed.
+#
+# Knobs (environment): PYTHON (python3), NCCL_HOME (default: the nvidia.nccl wheel of $PYTHON),
+# GPU_E2E_BUILD (build dir, default <repo>/build-gpu-e2e), CUDA_ARCHS (90), GPU_E2E_BUDGET_S
+# (570: the whole run), CHECK_RANKS (2,3,4), CHECK_PROTOS (Simple,LL,LL128),
+# CHECK_SOCKET_PROTOS (Simple,LL,LL128), BENCH_RANKS (2,3,4), TORCH_RANKS (2,4).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${1:-${GPU_E2E_OUT:-}}
+if [[ -z "$OUT" ]]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+exec > >(tee "$OUT/gpu-e2e.log") 2>&1
+
+BUDGET=${GPU_E2E_BUDGET_S:-570}
+PY=${PYTHON:-python3}
+BUILD=${GPU_E2E_BUILD:-$ROOT/build-gpu-e2e}
+START=$SECONDS
+STEPS=()  # "name status seconds" per step
+
+elapsed() { echo $((SECONDS - START)); }
+
+# run_step NAME BUDGET_S CMD...: runs CMD (a program or a function of this script) with its
+# output in OUTDIR/NAME.log, bounded by its own budget and by what is left of the whole run; an
+# argument @LIMIT@ becomes that bound minus 15 s, so a program can finish its report in time.
+# Prints the lines that matter from the log.
+run_step() {
+  local name=$1 budget=$2
+  shift 2
+  local left=$((BUDGET - $(elapsed) - 10))
+  local limit=$((budget < left ? budget : left))
+  if ((limit < 20)); then
+    echo "== $name: not run, only ${left}s of the ${BUDGET}s budget left"
+    STEPS+=("$name NOT-RUN 0")
+    return 1
+  fi
+  local args=() a
+  for a in "$@"; do args+=("${a//@LIMIT@/$((limit - 15))}"); done
+  echo "== $name (limit ${limit}s): ${args[*]}"
+  local t0=$SECONDS rc=0
+  if declare -F "${args[0]}" >/dev/null; then
+    # timeout runs programs only: hand the function to a child bash.
+    timeout -k 10 "$limit" bash -c "$(declare -f "${args[0]}"); \"\$@\"" _ "${args[@]}" \
+      >"$OUT/$name.log" 2>&1 || rc=$?
+  else
+    timeout -k 10 "$limit" "${args[@]}" >"$OUT/$name.log" 2>&1 || rc=$?
+  fi
+  local took=$((SECONDS - t0)) status=PASS
+  if ((rc == 124 || rc == 137)); then
+    status=TIMEOUT
+  elif ((rc == 77)); then
+    status=SKIP  # no GPU: the step proved nothing
+  elif ((rc != 0)); then
+    status=FAIL
+  fi
+  grep -E '^(\[PASS\]|\[FAIL\]|SUMMARY|TARGET|SKIP|ERROR|JSON report| +(problem|failed case))' \
+    "$OUT/$name.log" | head -60
+  if [[ $status != PASS && $status != SKIP ]]; then
+    echo "-- last lines of $OUT/$name.log (exit $rc):"
+    tail -15 "$OUT/$name.log"
+  fi
+  echo "== $name: $status (exit $rc, ${took}s)"
+  STEPS+=("$name $status $took")
+  [[ $status == PASS ]]
+}
+
+# ---- environment ---------------------------------------------------------------------------
+NCCL_HOME=${NCCL_HOME:-$("$PY" -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null || true)}
+if [[ -z "$NCCL_HOME" || ! -d "$NCCL_HOME/lib" ]]; then
+  echo "WARNING: no NCCL from the PyTorch venv (import nvidia.nccl failed); the system NCCL" \
+       "will be used and the 2.28.9 version check will fail"
+else
+  # 2.28.9 first on the loader path: the system libnccl2 is 2.28.3.
+  export LD_LIBRARY_PATH="$NCCL_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if [[ -z "${CUDACXX:-}" ]] && ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "repo: $ROOT ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo no-git))"
+  echo "NCCL_HOME: ${NCCL_HOME:-none}"
+  nvidia-smi -L 2>&1 || true
+  "${CUDACXX:-nvcc}" --version 2>&1 | tail -1 || true
+  cmake --version 2>&1 | head -1
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+} >"$OUT/env.txt"
+cat "$OUT/env.txt"
+
+# ---- build ---------------------------------------------------------------------------------
+export ROOT BUILD NCCL_HOME OUT
+build() {
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" ${NCCL_HOME:+-DNCCL_ROOT="$NCCL_HOME"} &&
+    cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e
+}
+BUILT=1
+run_step build 240 build || BUILT=0
+E2E=$BUILD/tests/gpu/nccl-mesh-gpu-e2e
+PLUGIN=$(find "$BUILD" -name libnccl-net-mesh.so -print -quit 2>/dev/null)
+PLUGIN=${PLUGIN:-$BUILD/libnccl-net-mesh.so}
+echo "program: $E2E"
+echo "plugin:  $PLUGIN"
+
+# ---- MPS: without it the ranks' kernels time-slice and small messages cost milliseconds -------
+export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps}
+export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps-log}
+MPS_STARTED=0
+stop_mps() {
+  if ((MPS_STARTED)); then
+    echo quit | nvidia-cuda-mps-control && echo "MPS stopped"
+    MPS_STARTED=0
+  fi
+}
+trap stop_mps EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if nvidia-cuda-mps-control -d; then
+  MPS_STARTED=1
+  echo "MPS started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
+else
+  echo "WARNING: could not start MPS: small-message timings will be dominated by time-slicing"
+fi
+
+if ((BUILT)); then
+  # ---- correctness -------------------------------------------------------------------------
+  run_step check-mesh 330 "$E2E" --mode check --net Mesh --plugin "$PLUGIN" \
+    --ranks "${CHECK_RANKS:-2,3,4}" --protos "${CHECK_PROTOS:-Simple,LL,LL128}" \
+    --out "$OUT/check" --timeout 150 --total-timeout @LIMIT@ --skip-exit-code 77
+  # The same program (short sizes) over NCCL's own Socket transport, per protocol: a failure
+  # here means the test or NCCL is wrong, not the plugin.
+  run_step check-socket 90 "$E2E" --mode check --net Socket --ranks 2 --quick \
+    --protos "${CHECK_SOCKET_PROTOS:-Simple,LL,LL128}" \
+    --out "$OUT/check-socket" --timeout 40 --total-timeout @LIMIT@ --skip-exit-code 77
+
+  # ---- benchmark ---------------------------------------------------------------------------
+  run_step bench 200 "$E2E" --mode bench --net Mesh,Socket --plugin "$PLUGIN" \
+    --ranks "${BENCH_RANKS:-2,3,4}" --out "$OUT/bench" --timeout 120 --total-timeout @LIMIT@ --skip-exit-code 77
+
+  # ---- PyTorch -----------------------------------------------------------------------------
+  run_step torch 150 "$PY" "$ROOT/tests/gpu/torch_check.py" --net Mesh --plugin "$PLUGIN" \
+    --ranks "${TORCH_RANKS:-2,4}" --out "$OUT/torch" --timeout 100 --total-timeout @LIMIT@ --skip-exit-code 77
+else
+  for step in check-mesh check-socket bench torch; do STEPS+=("$step NOT-RUN 0"); done
+  echo "== build failed: nothing else run"
+fi
+
+# ---- NCCL version: every rank must have run 2.28.9 ---------------------------------------------
+check_version() {
+  local versions
+  versions=$(grep -rhoE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' "$OUT" --include='rank*.log' |
+    sort | uniq -c)
+  if [[ -z "$versions" ]]; then
+    echo "no \"NCCL version\" line in any rank log under $OUT"
+    return 1
+  fi
+  echo "$versions"
+  ! grep -qv 'NCCL version 2\.28\.9$' <<<"$versions"
+}
+run_step nccl-version 20 check_version
+
+stop_mps
+
+# ---- summary -------------------------------------------------------------------------------
+pass=0
+fail=0
+skipped=0
+echo
+echo "================ gpu-e2e summary ($(elapsed)s of ${BUDGET}s) ================"
+{
+  echo "{"
+  echo "  \"seconds\": $(elapsed),"
+  echo "  \"steps\": ["
+  sep=""
+  for s in "${STEPS[@]}"; do
+    read -r name status took <<<"$s"
+    printf '    %s{"step": "%s", "status": "%s", "seconds": %s, "log": "%s"}\n' \
+      "$sep" "$name" "$status" "$took" "$OUT/$name.log"
+    sep=","
+  done
+  echo "  ],"
+} >"$OUT/summary.json"
+for s in "${STEPS[@]}"; do
+  read -r name status took <<<"$s"
+  printf '  %-14s %-8s %4ss\n' "$name" "$status" "$took"
+  case $status in
+    PASS) pass=$((pass + 1)) ;;
+    SKIP) skipped=$((skipped + 1)) ;;
+    *) fail=$((fail + 1)) ;;
+  esac
+done
+for s in "${STEPS[@]}"; do
+  read -r name _ <<<"$s"
+  grep -hE '^(SUMMARY|TARGET)' "$OUT/$name.log" 2>/dev/null | sed 's/^/  /'
+done
+printf '  "passed": %d,\n  "failed": %d,\n  "skipped": %d\n}\n' "$pass" "$fail" "$skipped" \
+  >>"$OUT/summary.json"
+echo "steps passed: $pass, failed: $fail, skipped (no GPU): $skipped; logs and JSON in $OUT"
+
+# Everything in one archive too; GPU_E2E_COMPACT=1 keeps only a handful of top-level files
+# (for runners that bring back few files, or none deeper than two folders).
+tar -czf "$OUT/../.gpu-e2e-logs.$$.tar.gz" -C "$OUT" . 2>/dev/null &&
+  mv "$OUT/../.gpu-e2e-logs.$$.tar.gz" "$OUT/all-logs.tar.gz"
+if [[ ${GPU_E2E_COMPACT:-0} == 1 ]]; then
+  for j in check/check.json check-socket/check.json bench/bench.json torch/torch.json; do
+    [[ -f "$OUT/$j" ]] && cp "$OUT/$j" "$OUT/${j//\//-}"
+  done
+  rm -rf "$OUT/check" "$OUT/check-socket" "$OUT/bench" "$OUT/torch" "$OUT/env.txt"
+  for s in "${STEPS[@]}"; do rm -f "$OUT/${s%% *}.log"; done
+  echo "compacted to:" "$OUT"/*
+fi
+# A skipped step proved nothing: only a full pass is a success.
+((fail == 0 && skipped == 0))

@@ -1,0 +1,107 @@
+// Everything one rank holds while it runs: the loaded plugin, its connections to every peer
+// (plugin send/recv comms and the TCP baseline socket), the rendezvous, and the counters that
+// decide the exit code. setup() builds it, teardown() closes it in the order NCCL would.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "abi/nccl_net_abi.h"
+#include "options.h"
+#include "paths.h"
+#include "pattern.h"
+#include "plugin.h"
+#include "rendezvous.h"
+#include "socket_io.h"
+
+namespace mesh::bench {
+
+struct PeerLink {
+  int peer = -1;
+  // Plugin side. listen_handle is what this rank's listen() wrote for `peer` to connect to;
+  // connect_handle is the peer's, passed to connect() unchanged on every retry.
+  std::array<uint8_t, NCCL_NET_HANDLE_MAXSIZE> listen_handle{};
+  std::array<uint8_t, NCCL_NET_HANDLE_MAXSIZE> connect_handle{};
+  void* listen_comm = nullptr;
+  void* send_comm = nullptr;
+  void* recv_comm = nullptr;
+
+  // TCP baseline: one socket per pair, opened by the lower rank from the address its topology
+  // choice gives (path), used in both directions.
+  BaselinePath path;
+  Fd tcp;
+  std::string tcp_local;  // actual endpoints of the socket
+  std::string tcp_remote;
+  std::string tcp_ifname;  // local interface carrying it
+};
+
+struct Context {
+  Options opt;
+  int rank = 0;
+  int nranks = 0;
+  bool local_mode = false;  // spawned by the local launcher: loopback only
+
+  std::unique_ptr<Plugin> net;
+  int ndev = 0;
+  ncclNetProperties_v11_t props{};
+  std::string dev_name;
+
+  LocalNet local_net;
+  std::unique_ptr<Rendezvous> rdv;
+  std::vector<std::string> hosts;       // per rank
+  std::vector<PeerLink> links;          // index = peer rank; links[rank] unused
+  std::vector<std::string> path_lines;  // this rank's "which cable" lines
+
+  uint64_t mismatches = 0;
+
+  PeerLink& link(int peer) { return links[static_cast<size_t>(peer)]; }
+  bool has_tcp(int peer) const { return static_cast<bool>(links[static_cast<size_t>(peer)].tcp); }
+
+  // "[rank R] ..." on stderr unless --quiet.
+  void progress(const std::string& line) const;
+
+  // Wrong data of any kind: counted (exit code 2); the first few are printed on stderr as
+  // "VERIFY rank R: <detail>".
+  void report_failure(const std::string& detail);
+  // A received message that is not what was sent (wrong size, or wrong bytes when m is set).
+  void report_mismatch(const char* transport, int sender, uint64_t index, size_t expected_size,
+                       size_t got_size, const std::optional<Mismatch>& m);
+  // Checks a received message against the pattern; false (and a report) on a mismatch.
+  bool verify_message(const char* transport, const void* buf, size_t got_size, size_t expected_size,
+                      int sender, uint64_t index);
+};
+
+// Memory the patterns move data in: page-aligned, pre-faulted (page faults are not what the
+// bench measures), registered with regMr(NCCL_PTR_HOST) once on every send and recv comm.
+class Arena {
+ public:
+  Arena(Context& ctx, size_t bytes);
+  ~Arena();  // unmaps only; release() deregisters (a failing plugin call must not run in a
+             // destructor while an error is already propagating)
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  void release();
+  uint8_t* data() const { return base_; }
+  size_t size() const { return size_; }
+  void* send_mh(int peer) const { return send_mh_[static_cast<size_t>(peer)]; }
+  void* recv_mh(int peer) const { return recv_mh_[static_cast<size_t>(peer)]; }
+
+ private:
+  Context& ctx_;
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  std::vector<void*> send_mh_;
+  std::vector<void*> recv_mh_;
+};
+
+// Loads and initializes the plugin, joins the rendezvous, connects every pair (plugin and TCP).
+void setup(Context& ctx);
+// closeSend/closeRecv on every comm, then finalize.
+void teardown(Context& ctx);
+
+}  // namespace mesh::bench

@@ -1,0 +1,36 @@
+#include "metrics.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mesh::bench {
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}
+
+double gbps(uint64_t bytes, double seconds) {
+  if (!(seconds > 0.0)) return kNaN;
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
+
+double allreduce_busbw(double algbw, int nranks) {
+  if (nranks < 1) return kNaN;
+  return algbw * 2.0 * (nranks - 1) / nranks;
+}
+
+double allgather_busbw(double algbw, int nranks) {
+  if (nranks < 1) return kNaN;
+  return algbw * (nranks - 1) / nranks;
+}
+
+double ratio(double a, double b) {
+  if (std::isnan(a) || std::isnan(b) || !(b > 0.0)) return kNaN;
+  return a / b;
+}
+
+double half_rtt_us(double total_seconds, int round_trips) {
+  if (round_trips <= 0 || !(total_seconds > 0.0)) return kNaN;
+  return total_seconds / round_trips / 2.0 * 1e6;
+}
+
+}  // namespace mesh::bench

@@ -1,0 +1,225 @@
+#include "options.h"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <map>
+
+#include "pattern.h"
+#include "sizes.h"
+
+namespace mesh::bench {
+namespace {
+
+constexpr const char* kDescription =
+    "nccl-mesh-bench: point-to-point and ring all-reduce benchmark for the nccl-mesh NCCL net "
+    "plugin, driven through the plugin's own ncclNet_v11 API (dlopen, like NCCL), with a plain "
+    "TCP baseline over the same cable in the same run.";
+
+constexpr const char* kFooter = R"(MODES
+  Local (no --rank, no launcher environment): spawns --nranks ranks (default 2) of this binary
+  on this host over loopback, with NCCL_MESH_IFNAME=lo; all traffic stays in 127.0.0.0/8.
+  Running it with no arguments prints the default table (8 B .. 64 MiB, every ordered pair).
+
+  Multi-host: one process per host with --rank R --nranks N --rendezvous IP:PORT. Rank 0 listens
+  on IP:PORT, the others connect (retrying until --timeout). Under mpirun/srun, --rank/--nranks
+  come from OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE or SLURM_PROCID/SLURM_NTASKS; the
+  rendezvous is still required, e.g.
+    mpirun -np 3 --host a,b,c nccl-mesh-bench --rendezvous 10.0.0.1:29555
+  Each rank prints the interface and peer address its TCP baseline uses for every peer.
+
+PATTERNS
+  pairs           For every ordered pair (i->j), one pair at a time (the other ranks wait at a
+                  barrier): bandwidth with a window of in-flight messages, and the ping-pong half
+                  round trip for sizes up to --latency-max-bytes. --bidir runs i<->j in both
+                  directions at once and reports the aggregate bandwidth.
+  ring-allreduce  float32 sum over all ranks: ring reduce-scatter + all-gather over the plugin,
+                  result checked; reports time, algbw and busbw = algbw * 2(N-1)/N.
+  --duration S    Streams messages of one size (--sizes, default 1M) between every ordered pair
+                  at once for S seconds (fault-injection runs; plugin only, no TCP
+                  baseline). A plugin error prints
+                  "ERROR rank R peer P: <call> returned <code> (<name>) after <seconds> s".
+
+MEASUREMENT
+  GB/s = 1e9 bytes/s. Bandwidth: the sender posts --iters messages keeping --window in flight;
+  the clock stops when the receiver's acknowledgement of the last one arrives. Big messages get
+  fewer iterations (about --iter-bytes per size, at least 4) and a smaller window (buffers of
+  one direction fit in --buffer-bytes). With --verify (default) every received byte is checked
+  against a pattern of (sender rank, message index, offset), for the plugin and the TCP baseline
+  alike, inside the timed loops; use --no-verify for raw peak numbers. The TCP baseline is one
+  plain TCP socket per pair (TCP_NODELAY, blocking send()/recv() of whole messages; both
+  directions at once use poll()), bound to the local address the plugin's own topology code
+  picks for that peer. Ratios are plugin/TCP: above 1 the plugin moves more bytes per second
+  (bandwidth) or takes longer (latency).
+
+EXIT CODES
+  0 ok, 1 usage or setup error, 2 data verification failed, 3 a plugin call returned an error,
+  4 a wait ran past --timeout (the message says what it waited for), 5 another rank failed.
+
+ENVIRONMENT
+  NCCL_MESH_IFNAME  interface filter, read by the plugin and by the TCP baseline's path choice
+                    (forced to "lo" in local mode)
+  NCCL_DEBUG        WARN (default), INFO or TRACE: which plugin log lines are shown
+)";
+
+struct SizeCheck {
+  std::string operator()(const std::string& text) const {
+    std::string why;
+    return parse_size(text, &why) ? std::string() : why;
+  }
+};
+
+uint64_t resolve_size(const std::string& text) {
+  return *parse_size(text);
+}
+
+}  // namespace
+
+const char* Options::pattern_name() const {
+  return pattern == Pattern::kPairs ? "pairs" : "ring-allreduce";
+}
+
+std::optional<int> parse_options(int argc, char** argv, Options& opt) {
+  CLI::App app(kDescription, "nccl-mesh-bench");
+  app.footer(kFooter);
+  app.get_formatter()->column_width(34);
+  const CLI::Validator size_check(SizeCheck{}, "SIZE");
+
+  app.add_option("--plugin", opt.plugin,
+                 "Plugin library (default: libnccl-net-mesh.so of the install or build tree)");
+  app.add_option("--dev", opt.dev, "Plugin device (NCCL net device index) to use")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+
+  app.add_option("--nranks", opt.nranks,
+                 "Local mode: ranks to spawn (default 2). Multi-host: number of ranks")
+      ->check(CLI::Range(2, kMaxAllreduceRanks));
+  app.add_option("--rank", opt.rank, "Multi-host: this process's rank")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--rendezvous", opt.rendezvous,
+                 "Multi-host: IP:PORT that rank 0 listens on and the others connect to");
+
+  const std::map<std::string, Pattern> patterns{{"pairs", Pattern::kPairs},
+                                                {"ring-allreduce", Pattern::kRingAllreduce}};
+  app.add_option("--pattern", opt.pattern, "pairs | ring-allreduce")
+      ->transform(CLI::CheckedTransformer(patterns))
+      ->default_str("pairs");
+  app.add_flag("--bidir", opt.bidir, "pairs: both directions of a pair at once");
+
+  app.add_option("--min-bytes", opt.min_bytes_text, "Smallest message of the sweep")
+      ->capture_default_str()
+      ->check(size_check);
+  app.add_option("--max-bytes", opt.max_bytes_text, "Largest message of the sweep (up to 1G)")
+      ->capture_default_str()
+      ->check(size_check);
+  app.add_option("--sizes", opt.sizes_text,
+                 "Explicit comma-separated sizes instead of the sweep, e.g. 8,64K,1M,1G");
+  app.add_option("--iters", opt.iters, "Timed messages (or all-reduces) per size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", opt.warmup, "Untimed messages before them")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--iter-bytes", opt.iter_bytes_text,
+                 "Reduce --iters for big sizes so one size moves about this much")
+      ->capture_default_str()
+      ->check(size_check);
+  app.add_option("--window", opt.window, "Messages in flight per direction (plugin limit 32)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32));
+  app.add_option("--buffer-bytes", opt.buffer_bytes_text,
+                 "Buffer memory per direction; caps the window for big messages")
+      ->capture_default_str()
+      ->check(size_check);
+  app.add_option("--latency-max-bytes", opt.latency_max_text,
+                 "Ping-pong latency is measured for sizes up to this")
+      ->capture_default_str()
+      ->check(size_check);
+  app.add_option("--slice-bytes", opt.slice_text,
+                 "ring-allreduce: pipeline slice of a ring step over the plugin")
+      ->capture_default_str()
+      ->check(size_check);
+  app.add_flag("--verify,!--no-verify", opt.verify,
+               "Check every received byte (default on); a mismatch exits with code 2");
+  app.add_flag("!--no-tcp-baseline", opt.tcp_baseline, "Skip the plain TCP comparison");
+  app.add_option("--duration", opt.duration,
+                 "Seconds of continuous streaming of one size instead of a sweep")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", opt.timeout,
+                 "Seconds any wait may go without progress before the rank gives up")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
+  app.add_option("--json", opt.json, "Write every measured row as JSON to FILE");
+  app.add_option("--csv", opt.csv, "Write every measured row as CSV to FILE");
+  app.add_option("--plot", opt.plot,
+                 "Draw bandwidth vs message size (plugin and TCP) into FILE.png with gnuplot");
+  app.add_flag("-q,--quiet", opt.quiet, "No progress lines on stderr");
+
+  // Set by the local launcher for the ranks it spawns; not for people.
+  app.add_option("--local-rank", opt.local_rank)->group("");
+  app.add_option("--local-port", opt.local_port)->group("");
+  app.add_option("--local-listen-fd", opt.local_listen_fd)->group("");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  auto fail = [](const std::string& msg) {
+    fmt::print(stderr, "nccl-mesh-bench: {}\nRun with --help for more information.\n", msg);
+    return 1;
+  };
+
+  opt.iter_bytes = resolve_size(opt.iter_bytes_text);
+  opt.buffer_bytes = resolve_size(opt.buffer_bytes_text);
+  opt.latency_max_bytes = resolve_size(opt.latency_max_text);
+  opt.slice_bytes = resolve_size(opt.slice_text);
+  if (opt.slice_bytes < 4) return fail("--slice-bytes must be at least 4");
+  if (opt.buffer_bytes == 0) return fail("--buffer-bytes must be positive");
+
+  if (!opt.sizes_text.empty()) {
+    std::string why;
+    auto list = parse_size_list(opt.sizes_text, &why);
+    if (!list) return fail("--sizes: " + why);
+    opt.sizes = std::move(*list);
+  } else if (opt.duration > 0) {
+    opt.sizes = {1u << 20};
+  } else {
+    const uint64_t lo = resolve_size(opt.min_bytes_text);
+    const uint64_t hi = resolve_size(opt.max_bytes_text);
+    if (lo == 0) return fail("--min-bytes must be at least 1");
+    if (lo > hi) return fail("--min-bytes is larger than --max-bytes");
+    opt.sizes = power_of_two_sweep(lo, hi);
+  }
+  if (opt.sizes.empty()) return fail("no message sizes to run");
+  if (opt.sizes.size() > 256) return fail("at most 256 sizes");
+  for (uint64_t s : opt.sizes) {
+    if (s > kMaxMessageBytes) {
+      return fail(fmt::format("size {} is above the 1 GiB a single isend may carry", s));
+    }
+    if (s == 0) return fail("message sizes must be at least 1 byte");
+  }
+  if (opt.duration > 0) {
+    if (opt.sizes.size() != 1) return fail("--duration streams one size: give one --sizes value");
+    if (opt.pattern != Pattern::kPairs) return fail("--duration works with --pattern pairs only");
+    opt.tcp_baseline = false;  // a fault-injection load: the plugin only
+  }
+  if (opt.pattern == Pattern::kRingAllreduce) {
+    std::vector<uint64_t> kept;
+    for (uint64_t s : opt.sizes) {
+      if (s >= 4) kept.push_back(s / 4 * 4);
+    }
+    if (kept.empty()) return fail("ring-allreduce needs sizes of at least 4 bytes (one float)");
+    opt.sizes = std::move(kept);
+  }
+  const bool multi_host = opt.rank >= 0 || !opt.rendezvous.empty();
+  if (opt.local_child() && multi_host) return fail("--local-rank is for the local launcher only");
+  if (opt.rank >= 0 && opt.nranks > 0 && opt.rank >= opt.nranks) {
+    return fail("--rank must be smaller than --nranks");
+  }
+  return std::nullopt;
+}
+
+}  // namespace mesh::bench

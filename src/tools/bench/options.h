@@ -1,0 +1,67 @@
+// Command line of nccl-mesh-bench (CLI11). Everything the tool does is documented in --help.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mesh::bench {
+
+enum class Pattern { kPairs, kRingAllreduce };
+
+struct Options {
+  // The plugin.
+  std::string plugin;
+  int dev = 0;
+
+  // Who runs. Local mode (no --rank, no launcher environment) spawns `nranks` ranks itself.
+  int nranks = 0;  // 0: not given (local mode: 2; multi-host: from the launcher environment)
+  int rank = -1;
+  std::string rendezvous;
+
+  // What is measured.
+  Pattern pattern = Pattern::kPairs;
+  bool bidir = false;
+  std::string min_bytes_text = "8";
+  std::string max_bytes_text = "64M";
+  std::string sizes_text;
+  int iters = 100;
+  int warmup = 10;
+  std::string iter_bytes_text = "256M";
+  int window = 8;
+  std::string buffer_bytes_text = "256M";
+  std::string latency_max_text = "64K";
+  std::string slice_text = "512K";
+  bool verify = true;
+  bool tcp_baseline = true;
+  double duration = 0;
+  double timeout = 60;
+
+  // Output.
+  std::string json;
+  std::string csv;
+  std::string plot;
+  bool quiet = false;
+
+  // Plumbing from the local launcher to the ranks it spawns (hidden options).
+  int local_rank = -1;
+  int local_port = 0;
+  int local_listen_fd = -1;
+
+  // Resolved by parse_options().
+  std::vector<uint64_t> sizes;
+  uint64_t iter_bytes = 0;
+  uint64_t buffer_bytes = 0;
+  uint64_t latency_max_bytes = 0;
+  uint64_t slice_bytes = 0;
+
+  bool local_child() const { return local_rank >= 0; }
+  const char* pattern_name() const;
+};
+
+// Parses and validates. Returns an exit code when the program should stop now (--help: 0, a
+// usage error: 1 after printing it), nullopt to go on.
+std::optional<int> parse_options(int argc, char** argv, Options& opt);
+
+}  // namespace mesh::bench

@@ -1,0 +1,290 @@
+#include "ring.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "metrics.h"
+#include "plugin_ops.h"
+#include "sizes.h"
+#include "tcp_baseline.h"
+#include "wait.h"
+
+namespace mesh::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kPage = 4096;
+
+uint64_t round_up(uint64_t v, uint64_t to) {
+  return (v + to - 1) / to * to;
+}
+
+struct RingBuffers {
+  float* send = nullptr;  // input
+  float* recv = nullptr;  // output
+  float* tmp = nullptr;   // incoming reduce-scatter data
+  size_t tmp_bytes = 0;
+};
+
+// Elements [begin, end) of chunk c when `count` elements are split over n ranks.
+size_t chunk_begin(size_t count, int n, int c) {
+  return count * static_cast<size_t>(c) / static_cast<size_t>(n);
+}
+
+void add_into(float* dst, const float* src, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] += src[i];
+}
+
+// How one ring step moves a chunk: implemented over the plugin and over TCP.
+class RingTransport {
+ public:
+  virtual ~RingTransport() = default;
+  virtual const char* name() const = 0;
+  // Sends `send_count` floats to the next rank, receives `recv_count` from the previous one
+  // into `dst`, adding them to what is there when `reduce`.
+  virtual void step(const float* send, size_t send_count, float* dst, size_t recv_count,
+                    bool reduce) = 0;
+};
+
+class PluginRing final : public RingTransport {
+ public:
+  PluginRing(Context& ctx, const Arena& arena, const RingBuffers& buf)
+      : ctx_(ctx), arena_(arena), buf_(buf) {
+    next_ = (ctx.rank + 1) % ctx.nranks;
+    prev_ = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+    slice_floats_ = static_cast<size_t>(ctx.opt.slice_bytes / 4);
+    window_ = std::max(
+        1, std::min(ctx.opt.window, static_cast<int>(buf.tmp_bytes / (slice_floats_ * 4))));
+  }
+  const char* name() const override { return "plugin"; }
+
+  void step(const float* send, size_t send_count, float* dst, size_t recv_count,
+            bool reduce) override {
+    const size_t n_send = (send_count + slice_floats_ - 1) / slice_floats_;
+    const size_t n_recv = (recv_count + slice_floats_ - 1) / slice_floats_;
+    size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
+    void* s_req[kMaxWindow] = {};
+    void* r_req[kMaxWindow] = {};
+    auto len = [&](size_t k, size_t total) {
+      return std::min(slice_floats_, total - k * slice_floats_);
+    };
+    // Reduce-scatter slices land in tmp (one slot per window entry) and are added into dst;
+    // all-gather slices land in place.
+    auto recv_ptr = [&](size_t k) {
+      return reduce ? buf_.tmp + (k % static_cast<size_t>(window_)) * slice_floats_
+                    : dst + k * slice_floats_;
+    };
+    const size_t w = static_cast<size_t>(window_);
+    Waiter waiter(ctx_.opt.timeout, prev_, [&] {
+      return fmt::format(
+          "ring step: sent {} of {} slices to rank {}, received {} of {} from "
+          "rank {}",
+          s_done, n_send, next_, r_done, n_recv, prev_);
+    });
+    void* send_mh = arena_.send_mh(next_);
+    void* recv_mh = arena_.recv_mh(prev_);
+    auto& out = ctx_.link(next_);
+    auto& in = ctx_.link(prev_);
+    while (s_done < n_send || r_done < n_recv) {
+      bool moved = false;
+      while (r_posted < n_recv && r_posted - r_done < w) {
+        void* req = ctx_.net->irecv(in.recv_comm, recv_ptr(r_posted), len(r_posted, recv_count) * 4,
+                                    prev_, recv_mh, prev_);
+        if (req == nullptr) break;
+        r_req[r_posted % w] = req;
+        ++r_posted;
+        moved = true;
+      }
+      while (s_posted < n_send && s_posted - s_done < w) {
+        void* req =
+            ctx_.net->isend(out.send_comm, const_cast<float*>(send + s_posted * slice_floats_),
+                            len(s_posted, send_count) * 4, ctx_.rank, send_mh, next_);
+        if (req == nullptr) break;
+        s_req[s_posted % w] = req;
+        ++s_posted;
+        moved = true;
+      }
+      while (s_done < s_posted) {
+        int size = 0;
+        if (!ctx_.net->test(s_req[s_done % w], &size, next_)) break;
+        ++s_done;
+        moved = true;
+      }
+      while (r_done < r_posted) {
+        int size = 0;
+        if (!ctx_.net->test(r_req[r_done % w], &size, prev_)) break;
+        const size_t want = len(r_done, recv_count);
+        if (static_cast<size_t>(size) != want * 4) {
+          ctx_.report_failure(
+              fmt::format("plugin ring step: slice {} from rank {} has {} bytes, "
+                          "expected {}",
+                          r_done, prev_, size, want * 4));
+        }
+        if (reduce) add_into(dst + r_done * slice_floats_, recv_ptr(r_done), want);
+        ++r_done;
+        moved = true;
+      }
+      moved ? waiter.progressed() : waiter.idle();
+    }
+  }
+
+ private:
+  Context& ctx_;
+  const Arena& arena_;
+  RingBuffers buf_;
+  int next_ = 0;
+  int prev_ = 0;
+  size_t slice_floats_ = 0;
+  int window_ = 1;
+};
+
+class TcpRing final : public RingTransport {
+ public:
+  TcpRing(Context& ctx, const RingBuffers& buf) : ctx_(ctx), buf_(buf) {
+    next_ = (ctx.rank + 1) % ctx.nranks;
+    prev_ = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+  }
+  const char* name() const override { return "tcp"; }
+
+  void step(const float* send, size_t send_count, float* dst, size_t recv_count,
+            bool reduce) override {
+    float* landing = reduce ? buf_.tmp : dst;
+    tcp_ring_exchange(ctx_, next_, send, send_count * 4, prev_, landing, recv_count * 4);
+    if (reduce) add_into(dst, landing, recv_count);
+  }
+
+ private:
+  Context& ctx_;
+  RingBuffers buf_;
+  int next_ = 0;
+  int prev_ = 0;
+};
+
+// One out-of-place all-reduce of `count` floats: buf.send -> buf.recv.
+void allreduce(Context& ctx, RingTransport& t, const RingBuffers& buf, size_t count) {
+  const int n = ctx.nranks;
+  const int r = ctx.rank;
+  std::memcpy(buf.recv, buf.send, count * sizeof(float));
+  auto run_step = [&](int send_chunk, int recv_chunk, bool reduce) {
+    const size_t sb = chunk_begin(count, n, send_chunk);
+    const size_t se = chunk_begin(count, n, send_chunk + 1);
+    const size_t rb = chunk_begin(count, n, recv_chunk);
+    const size_t re = chunk_begin(count, n, recv_chunk + 1);
+    // Chunk lengths are the same on every rank, so an empty chunk is skipped on both ends.
+    t.step(buf.recv + sb, se - sb, buf.recv + rb, re - rb, reduce);
+  };
+  for (int s = 0; s < n - 1; ++s) {  // reduce-scatter: rank r ends with chunk r+1 complete
+    run_step(((r - s) % n + n) % n, ((r - s - 1) % n + n) % n, true);
+  }
+  for (int s = 0; s < n - 1; ++s) {  // all-gather
+    run_step(((r + 1 - s) % n + n) % n, ((r - s) % n + n) % n, false);
+  }
+}
+
+void check_result(Context& ctx, const char* transport, const RingBuffers& buf, size_t count,
+                  uint64_t round) {
+  const auto bad = check_allreduce(buf.recv, count, ctx.nranks, round);
+  if (!bad) return;
+  ctx.report_failure(fmt::format("{} ring all-reduce of {} floats: element {} is {}, expected {}",
+                                 transport, count, *bad, buf.recv[*bad],
+                                 allreduce_expected(ctx.nranks, *bad, round)));
+}
+
+}  // namespace
+
+std::vector<Row> run_ring(Context& ctx) {
+  const auto& opt = ctx.opt;
+  const uint64_t max_bytes = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+  const uint64_t chunk_max = (max_bytes / 4 + static_cast<uint64_t>(ctx.nranks) - 1) /
+                             static_cast<uint64_t>(ctx.nranks) * 4;
+  const uint64_t io_bytes = round_up(max_bytes, kPage);
+  const uint64_t tmp_bytes =
+      round_up(std::max(chunk_max, std::min(static_cast<uint64_t>(opt.window) * opt.slice_bytes,
+                                            std::max(opt.buffer_bytes, opt.slice_bytes))),
+               kPage);
+  Arena arena(ctx, 2 * io_bytes + tmp_bytes);
+  RingBuffers buf;
+  buf.send = reinterpret_cast<float*>(arena.data());
+  buf.recv = reinterpret_cast<float*>(arena.data() + io_bytes);
+  buf.tmp = reinterpret_cast<float*>(arena.data() + 2 * io_bytes);
+  buf.tmp_bytes = tmp_bytes;
+
+  std::vector<std::unique_ptr<RingTransport>> transports;
+  transports.push_back(std::make_unique<PluginRing>(ctx, arena, buf));
+  if (opt.tcp_baseline) {
+    // TCP runs only if every rank has its sockets to both ring neighbours.
+    const int next = (ctx.rank + 1) % ctx.nranks;
+    const int prev = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+    const bool mine = ctx.has_tcp(next) && ctx.has_tcp(prev);
+    const auto all = ctx.rdv->allgather(mine ? "1" : "0");
+    if (std::all_of(all.begin(), all.end(), [](const std::string& s) { return s == "1"; })) {
+      transports.push_back(std::make_unique<TcpRing>(ctx, buf));
+    } else if (ctx.rank == 0) {
+      fmt::print(stderr,
+                 "ring-allreduce: a rank has no TCP path to its ring neighbours; TCP "
+                 "baseline skipped\n");
+    }
+  }
+
+  std::vector<Row> rows;
+  ctx.rdv->barrier();
+  mark_traffic_start();
+  uint64_t round = 0;
+  for (size_t si = 0; si < opt.sizes.size(); ++si) {
+    const uint64_t bytes = opt.sizes[si];
+    const size_t count = static_cast<size_t>(bytes / 4);
+    const IterPlan plan = plan_iterations(bytes, opt.iters, opt.warmup, opt.iter_bytes);
+    Row row;
+    row.pattern = "ring-allreduce";
+    row.src = ctx.rank;
+    row.nranks = ctx.nranks;
+    row.bytes = bytes;
+    row.iters = plan.iters;
+    row.window = opt.window;
+    const auto size_start = Clock::now();
+    for (auto& t : transports) {
+      // Warm-up: fresh input each time, every result checked.
+      for (int i = 0; i < plan.warmup; ++i) {
+        ++round;
+        if (opt.verify || i == 0) fill_allreduce_input(buf.send, count, ctx.rank, round);
+        if (opt.verify) std::memset(buf.tmp, 0xff, buf.tmp_bytes);  // NaN: stale data shows
+        allreduce(ctx, *t, buf, count);
+        if (opt.verify) check_result(ctx, t->name(), buf, count, round);
+      }
+      ++round;
+      fill_allreduce_input(buf.send, count, ctx.rank, round);
+      std::memset(buf.tmp, 0xff, buf.tmp_bytes);
+      ctx.rdv->barrier();  // start the timed loop together
+      const auto t0 = Clock::now();
+      for (int i = 0; i < plan.iters; ++i) allreduce(ctx, *t, buf, count);
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (opt.verify) check_result(ctx, t->name(), buf, count, round);
+      Measurement m;
+      m.time_us = secs / plan.iters * 1e6;
+      m.algbw = gbps(bytes, secs / plan.iters);
+      m.gbps = allreduce_busbw(m.algbw, ctx.nranks);
+      if (std::string(t->name()) == "plugin") {
+        row.plugin = m;
+      } else {
+        row.baselines.emplace_back(t->name(), m);
+      }
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - size_start).count();
+    if (ctx.rank == 0 && (secs >= 0.5 || bytes >= (1u << 20))) {
+      const Measurement* tcp = row.baseline("tcp");
+      ctx.progress(fmt::format("  all-reduce {:>9}: plugin busbw {:.2f} GB/s{} ({:.1f} s)",
+                               format_size(bytes), row.plugin.gbps,
+                               tcp ? fmt::format(", tcp {:.2f} GB/s", tcp->gbps) : std::string(),
+                               secs));
+    }
+    rows.push_back(std::move(row));
+  }
+  arena.release();
+  return rows;
+}
+
+}  // namespace mesh::bench

@@ -1,0 +1,21 @@
+// Ring all-reduce of float32 host buffers across all ranks: reduce-scatter then all-gather,
+// 2(N-1) steps, each sending one chunk (1/N of the data) to the next rank while receiving one
+// from the previous rank. Over the plugin a step is pipelined in --slice-bytes messages with a
+// window, the receive side reducing each slice as it lands; over TCP a step is one poll()
+// exchange of the whole chunk, then the reduction.
+//
+// Verification: warm-up iterations use fresh inputs every time and every result element is
+// checked (a receive buffer still holding old data cannot pass); the timed iterations reuse one
+// input, and their last result is checked.
+#pragma once
+
+#include <vector>
+
+#include "context.h"
+#include "report.h"
+
+namespace mesh::bench {
+
+std::vector<Row> run_ring(Context& ctx);
+
+}  // namespace mesh::bench

@@ -1,0 +1,260 @@
+// Unit tests for the pure parts of nccl-mesh-bench: size lists, the verification pattern, the
+// all-reduce data, the bandwidth formulas and the launcher environment.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launch_env.h"
+#include "metrics.h"
+#include "pattern.h"
+#include "sizes.h"
+
+namespace mesh::bench {
+namespace {
+
+TEST(ParseSize, PlainAndSuffixes) {
+  EXPECT_EQ(parse_size("8"), 8u);
+  EXPECT_EQ(parse_size("0"), 0u);
+  EXPECT_EQ(parse_size("1K"), 1024u);
+  EXPECT_EQ(parse_size("64k"), 64u * 1024);
+  EXPECT_EQ(parse_size("64M"), 64ull << 20);
+  EXPECT_EQ(parse_size("1G"), 1ull << 30);
+  EXPECT_EQ(parse_size("4KiB"), 4096u);
+  EXPECT_EQ(parse_size("2MB"), 2ull << 20);
+  EXPECT_EQ(parse_size("100B"), 100u);
+  EXPECT_EQ(parse_size(" 3 M "), 3ull << 20);
+}
+
+TEST(ParseSize, RejectsJunk) {
+  std::string why;
+  EXPECT_FALSE(parse_size("", &why));
+  EXPECT_FALSE(why.empty());
+  EXPECT_FALSE(parse_size("K"));
+  EXPECT_FALSE(parse_size("12X"));
+  EXPECT_FALSE(parse_size("1KX"));
+  EXPECT_FALSE(parse_size("-1"));
+  EXPECT_FALSE(parse_size("1.5M"));
+  EXPECT_FALSE(parse_size("99999999999999999999"));
+  EXPECT_FALSE(parse_size("17179869184G"));  // 2^34 GiB overflows 64 bits
+}
+
+TEST(ParseSize, List) {
+  const auto l = parse_size_list("8,1K, 64M,1G");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(*l, (std::vector<uint64_t>{8, 1024, 64ull << 20, 1ull << 30}));
+  EXPECT_FALSE(parse_size_list("8,,16"));
+  EXPECT_FALSE(parse_size_list("8,x"));
+}
+
+TEST(Sweep, PowersOfTwo) {
+  const auto s = power_of_two_sweep(8, 64ull << 20);
+  ASSERT_EQ(s.size(), 24u);
+  EXPECT_EQ(s.front(), 8u);
+  EXPECT_EQ(s.back(), 64ull << 20);
+  EXPECT_EQ(power_of_two_sweep(3, 20), (std::vector<uint64_t>{3, 6, 12}));
+  EXPECT_EQ(power_of_two_sweep(16, 16), (std::vector<uint64_t>{16}));
+  EXPECT_TRUE(power_of_two_sweep(0, 16).empty());
+  EXPECT_TRUE(power_of_two_sweep(32, 16).empty());
+}
+
+TEST(FormatSize, Units) {
+  EXPECT_EQ(format_size(8), "8 B");
+  EXPECT_EQ(format_size(1000), "1000 B");
+  EXPECT_EQ(format_size(1024), "1 KiB");
+  EXPECT_EQ(format_size(64ull << 20), "64 MiB");
+  EXPECT_EQ(format_size(1ull << 30), "1 GiB");
+  EXPECT_EQ(format_size(1536 * 1024), "1536 KiB");
+  EXPECT_EQ(format_size(3000), "2.9 KiB");
+}
+
+TEST(Plan, IterationsShrinkForBigSizes) {
+  EXPECT_EQ(plan_iterations(8, 100, 10, 512ull << 20).iters, 100);
+  EXPECT_EQ(plan_iterations(8, 100, 10, 512ull << 20).warmup, 10);
+  const auto big = plan_iterations(64ull << 20, 100, 10, 512ull << 20);
+  EXPECT_EQ(big.iters, 8);
+  EXPECT_EQ(big.warmup, 2);
+  EXPECT_EQ(plan_iterations(1ull << 30, 100, 10, 512ull << 20).iters, 4);  // floor of 4
+  EXPECT_EQ(plan_iterations(1ull << 30, 2, 10, 512ull << 20).iters, 2);    // never above --iters
+  EXPECT_EQ(plan_iterations(1ull << 30, 100, 0, 512ull << 20).warmup, 0);
+}
+
+TEST(Plan, WindowFitsBuffers) {
+  EXPECT_EQ(plan_window(8, 8, 256ull << 20), 8);
+  EXPECT_EQ(plan_window(64ull << 20, 8, 256ull << 20), 4);
+  EXPECT_EQ(plan_window(1ull << 30, 8, 256ull << 20), 1);
+  EXPECT_EQ(plan_window(1024, 0, 4096), 1);
+}
+
+TEST(Pattern, RoundTripAllSizes) {
+  for (size_t size : {0, 1, 7, 8, 9, 15, 16, 4095, 4096, 4097, 100000}) {
+    std::vector<uint8_t> buf(size + 1, 0xAB);
+    fill_pattern(buf.data(), size, 3, message_index(0x12020001, 42));
+    EXPECT_FALSE(check_pattern(buf.data(), size, 3, message_index(0x12020001, 42))) << size;
+    EXPECT_EQ(buf[size], 0xAB) << "wrote past the message, size " << size;
+    for (size_t o = 0; o < size; o += 997) {
+      EXPECT_EQ(buf[o], pattern_byte(3, message_index(0x12020001, 42), o));
+    }
+  }
+}
+
+TEST(Pattern, FindsFlippedByte) {
+  std::vector<uint8_t> buf(10000);
+  fill_pattern(buf.data(), buf.size(), 1, 7);
+  buf[4321] ^= 0x10;
+  const auto m = check_pattern(buf.data(), buf.size(), 1, 7);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->offset, 4321u);
+  EXPECT_EQ(m->bad_bytes, 1u);
+  EXPECT_EQ(m->expected, pattern_byte(1, 7, 4321));
+  EXPECT_EQ(m->got, static_cast<uint8_t>(pattern_byte(1, 7, 4321) ^ 0x10));
+}
+
+TEST(Pattern, FindsFlippedTailByte) {
+  std::vector<uint8_t> buf(13);
+  fill_pattern(buf.data(), buf.size(), 0, 1);
+  buf[12] ^= 1;
+  const auto m = check_pattern(buf.data(), buf.size(), 0, 1);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->offset, 12u);
+}
+
+TEST(Pattern, DependsOnSenderIndexAndOffset) {
+  const size_t n = 4096;
+  std::vector<uint8_t> a(n), b(n);
+  fill_pattern(a.data(), n, 0, 5);
+  // Another sender, another message: caught from the first byte on.
+  EXPECT_TRUE(check_pattern(a.data(), n, 1, 5));
+  EXPECT_TRUE(check_pattern(a.data(), n, 0, 6));
+  EXPECT_TRUE(check_pattern(a.data(), n, 0,
+                            message_index(stream_id(Transport::kTcp, Phase::kTimed, 0, 1), 5)));
+  // The same message shifted by one word (data landed at the wrong offset): caught.
+  fill_pattern(b.data(), n + 0, 0, 5);
+  std::memmove(b.data(), b.data() + 8, n - 8);
+  EXPECT_TRUE(check_pattern(b.data(), n - 8, 0, 5));
+  // An all-zero buffer (nothing was written) never passes.
+  std::vector<uint8_t> z(n, 0);
+  EXPECT_TRUE(check_pattern(z.data(), n, 0, 5));
+}
+
+TEST(Pattern, StreamIdsAreDistinct) {
+  std::map<uint32_t, int> seen;
+  for (auto t : {Transport::kPlugin, Transport::kTcp}) {
+    for (auto p : {Phase::kWarmup, Phase::kTimed, Phase::kPing, Phase::kPong, Phase::kStream}) {
+      for (unsigned s = 0; s < 4; ++s) {
+        for (unsigned r = 0; r < 4; ++r) ++seen[stream_id(t, p, s, r)];
+      }
+    }
+  }
+  for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << std::hex << id;
+  EXPECT_EQ(message_index(0xAABBCCDD, 5) >> 32, 0xAABBCCDDu);
+  EXPECT_EQ(message_index(0xAABBCCDD, 5) & 0xffffffffu, 5u);
+}
+
+TEST(Allreduce, ExpectedIsTheSumOfInputs) {
+  for (int n : {2, 3, 4, 7, 64, kMaxAllreduceRanks}) {
+    for (size_t i : {0, 1, 60, 61, 1000}) {
+      for (uint64_t round : {0, 1, 99}) {
+        float sum = 0;
+        for (int r = 0; r < n; ++r) sum += allreduce_input(r, i, round);
+        EXPECT_EQ(sum, allreduce_expected(n, i, round)) << n << " " << i << " " << round;
+      }
+    }
+  }
+}
+
+TEST(Allreduce, FillAndCheck) {
+  const int n = 3;
+  const size_t count = 1000;
+  std::vector<std::vector<float>> in(n, std::vector<float>(count));
+  for (int r = 0; r < n; ++r) {
+    fill_allreduce_input(in[static_cast<size_t>(r)].data(), count, r, 17);
+    for (size_t i = 0; i < count; i += 37) {
+      EXPECT_EQ(in[static_cast<size_t>(r)][i], allreduce_input(r, i, 17));
+    }
+  }
+  std::vector<float> out(count, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) out[i] += in[static_cast<size_t>(r)][i];
+  }
+  EXPECT_FALSE(check_allreduce(out.data(), count, n, 17));
+  // The previous round's result is wrong for this round.
+  EXPECT_TRUE(check_allreduce(out.data(), count, n, 16));
+  out[999] += 1.0f;
+  const auto bad = check_allreduce(out.data(), count, n, 17);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 999u);
+}
+
+TEST(Metrics, Formulas) {
+  EXPECT_DOUBLE_EQ(gbps(1000000000, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(gbps(1ull << 30, 0.5), 2.147483648);
+  EXPECT_TRUE(std::isnan(gbps(1, 0.0)));
+  EXPECT_DOUBLE_EQ(allreduce_busbw(10.0, 2), 10.0);
+  EXPECT_DOUBLE_EQ(allreduce_busbw(10.0, 4), 15.0);
+  EXPECT_DOUBLE_EQ(allreduce_busbw(8.0, 8), 14.0);
+  EXPECT_DOUBLE_EQ(allgather_busbw(10.0, 4), 7.5);
+  EXPECT_DOUBLE_EQ(ratio(3.0, 2.0), 1.5);
+  EXPECT_TRUE(std::isnan(ratio(3.0, 0.0)));
+  EXPECT_TRUE(std::isnan(ratio(std::nan(""), 2.0)));
+  EXPECT_DOUBLE_EQ(half_rtt_us(1.0, 1000), 500.0);
+  EXPECT_TRUE(std::isnan(half_rtt_us(1.0, 0)));
+}
+
+TEST(LaunchEnv, Detects) {
+  std::map<std::string, std::string> env;
+  auto get = [&env](const char* k) -> const char* {
+    const auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  std::string why;
+  EXPECT_FALSE(detect_launcher(get, &why));
+  EXPECT_TRUE(why.empty());
+
+  env = {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}};
+  auto l = detect_launcher(get, &why);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->rank, 2);
+  EXPECT_EQ(l->size, 4);
+
+  // Open MPI wins over Slurm (mpirun inside an allocation sets both).
+  env["OMPI_COMM_WORLD_RANK"] = "1";
+  env["OMPI_COMM_WORLD_SIZE"] = "3";
+  l = detect_launcher(get, &why);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->rank, 1);
+  EXPECT_EQ(l->size, 3);
+
+  env = {{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}};
+  l = detect_launcher(get, &why);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->source, "PMI_RANK/PMI_SIZE");
+
+  // Half a pair is ignored; a malformed pair is an error.
+  env = {{"PMI_RANK", "0"}};
+  EXPECT_FALSE(detect_launcher(get, &why));
+  EXPECT_TRUE(why.empty());
+  env = {{"PMI_RANK", "5"}, {"PMI_SIZE", "2"}};
+  EXPECT_FALSE(detect_launcher(get, &why));
+  EXPECT_FALSE(why.empty());
+  env = {{"PMI_RANK", "x"}, {"PMI_SIZE", "2"}};
+  EXPECT_FALSE(detect_launcher(get, &why));
+}
+
+TEST(LaunchEnv, HostPort) {
+  std::string why;
+  const auto hp = parse_host_port("10.0.0.1:29500", &why);
+  ASSERT_TRUE(hp);
+  EXPECT_EQ(hp->addr, 0x0A000001u);
+  EXPECT_EQ(hp->port, 29500);
+  EXPECT_FALSE(parse_host_port("10.0.0.1", &why));
+  EXPECT_FALSE(parse_host_port("10.0.0.1:0", &why));
+  EXPECT_FALSE(parse_host_port("10.0.0.1:70000", &why));
+  EXPECT_FALSE(parse_host_port("host:80", &why));
+}
+
+}  // namespace
+}  // namespace mesh::bench
