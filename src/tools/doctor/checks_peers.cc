@@ -1,0 +1,107 @@
+// Checks that need the peers: a cable to each, and (after --probe) reachability, MTU and
+// netmask agreement of the two ends of every cable.
+#include <algorithm>
+#include <cmath>
+
+#include "tools/doctor/checks.h"
+
+namespace mesh::doctor {
+namespace {
+
+std::string peer_label(const PeerRoute& r) {
+  std::string addrs;
+  for (uint32_t a : r.peer.addrs) addrs += (addrs.empty() ? "" : ",") + format_ipv4(a);
+  return r.peer.name == addrs ? r.peer.name : r.peer.name + " (" + addrs + ")";
+}
+
+std::string rail_label(const Model& m, const topology::Rail& rail) {
+  return m.selection.used[rail.local_index].name + " " + format_prefix(rail.local) + " -> " +
+         format_ipv4(rail.peer_addr);
+}
+
+}  // namespace
+
+Findings check_peer_cables(const Inventory& inv, const Model& m,
+                           const std::vector<PeerRoute>& routes) {
+  (void)inv;
+  const char* id = "peer-cable";
+  Findings out;
+  for (const PeerRoute& r : routes) {
+    if (r.self) {
+      out.push_back({id, Verdict::kOk, peer_label(r), "this host", ""});
+      continue;
+    }
+    if (r.rails.empty()) {
+      std::string unused;
+      for (const std::string& u : r.unused_reach) unused += (unused.empty() ? "" : "; ") + u;
+      out.push_back(
+          {id, Verdict::kFail, peer_label(r),
+           "no cable: no interface the plugin uses is on a subnet containing the peer's "
+           "address" +
+               (unused.empty() ? std::string() : " (reachable through unused " + unused + ")"),
+           unused.empty()
+               ? "cable the two hosts and put both ends in one subnet (198.18.<n>.1/24 here, "
+                 "198.18.<n>.2/24 there); the plugin does not relay through other peers yet"
+               : "bring that interface up and include it in NCCL_MESH_IFNAME"});
+      continue;
+    }
+    std::string rails;
+    for (const topology::Rail& rail : r.rails) {
+      rails += (rails.empty() ? "" : "; ") + rail_label(m, rail);
+    }
+    out.push_back({id, Verdict::kOk, peer_label(r),
+                   std::to_string(r.rails.size()) + " rail(s): " + rails, ""});
+  }
+  return out;
+}
+
+Findings check_peer_probes(const Inventory& inv, const Model& m,
+                           const std::vector<PeerRoute>& routes) {
+  (void)inv;
+  Findings out;
+  for (const PeerRoute& r : routes) {
+    for (size_t i = 0; i < r.probes.size() && i < r.rails.size(); ++i) {
+      const CableProbe& p = r.probes[i];
+      const topology::Rail& rail = r.rails[i];
+      const topology::Interface& local = m.selection.used[rail.local_index];
+      const std::string subject = peer_label(r) + " via " + rail_label(m, rail);
+      if (!p.ok) {
+        out.push_back({"peer-probe", Verdict::kFail, subject, p.error,
+                       "run `nccl-mesh-doctor --serve` on the peer (same --port) and let that "
+                       "TCP port through on this cable"});
+        continue;
+      }
+      out.push_back({"peer-probe", Verdict::kOk, subject,
+                     "rtt " + std::to_string(std::lround(p.rtt_median_us)) + " us (median), send " +
+                         std::to_string(std::lround(p.send_mbytes_per_s)) + " MB/s, recv " +
+                         std::to_string(std::lround(p.recv_mbytes_per_s)) + " MB/s",
+                     ""});
+      if (!p.info || !p.info->arrived_on) continue;
+      const PeerInterface& far = *p.info->arrived_on;
+      if (far.mtu > 0 && local.mtu > 0 && far.mtu != local.mtu) {
+        const int want = std::max(far.mtu, local.mtu);
+        out.push_back({"mtu", Verdict::kFail, subject,
+                       "MTU " + std::to_string(local.mtu) + " here (" + local.name + "), " +
+                           std::to_string(far.mtu) + " on the peer (" + far.name +
+                           "): frames larger than the smaller MTU are dropped, so connections "
+                           "stall after the handshake and RoCE QPs time out",
+                       "ip link set dev " + local.name + " mtu " + std::to_string(want) +
+                           " here and ip link set dev " + far.name + " mtu " +
+                           std::to_string(want) + " on the peer"});
+      } else if (far.mtu > 0 && local.mtu > 0) {
+        out.push_back(
+            {"mtu", Verdict::kOk, subject, "both ends use MTU " + std::to_string(local.mtu), ""});
+      }
+      if (far.addr.prefix != local.addr.prefix) {
+        out.push_back({"netmask", Verdict::kWarn, subject,
+                       "prefix /" + std::to_string(local.addr.prefix) + " here, /" +
+                           std::to_string(far.addr.prefix) + " on the peer (" + far.name +
+                           "): the ends disagree about which addresses are on this cable",
+                       "use the same prefix length on both ends"});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace mesh::doctor

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# nccl-mesh-doctor peer mode on a namespace triangle A-B-C (one veth "cable" and one /24 per
+# pair, 198.18.0.0/15 only) plus a listed peer D without a cable, and an MTU mismatch on the
+# A-C cable: --serve runs in B and C, the doctor in A with --hosts and --probe. Checks that the
+# map routes each peer over its cable, finds the B-C cable from the peers' reports, reports D
+# as uncabled and the A-C MTU mismatch as a failure. Needs root; exits 77 (skipped) otherwise.
+#   tests/doctor/netns_mesh.sh PATH/TO/nccl-mesh-doctor
+set -euo pipefail
+doctor=$(realpath "$1")
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v python3 >/dev/null; then
+  echo "skipped: needs root, iproute2 and python3"
+  exit 77
+fi
+p=dr$$-
+work=$(mktemp -d)
+pids=()
+ns() { ip netns exec "$p$1" "${@:2}"; }
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for n in a b c; do ip netns del "$p$n" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if ! ip netns add "${p}a" 2>/dev/null; then
+  echo "skipped: cannot create network namespaces"
+  exit 77
+fi
+ip netns add "${p}b"
+ip netns add "${p}c"
+for n in a b c; do ns $n ip link set lo up; done
+
+# cable X Y SUBNET HOSTX HOSTY MTUX MTUY: veth srXY (in X) <-> srYX (in Y), 198.18.SUBNET.0/24
+cable() {
+  ip link add "sr$1$2" netns "$p$1" type veth peer name "sr$2$1" netns "$p$2"
+  ns "$1" ip addr add "198.18.$3.$4/24" dev "sr$1$2"
+  ns "$1" ip link set "sr$1$2" mtu "$6" up
+  ns "$2" ip addr add "198.18.$3.$5/24" dev "sr$2$1"
+  ns "$2" ip link set "sr$2$1" mtu "$7" up
+}
+cable a b 1 1 2 9000 9000
+cable a c 2 1 3 9000 1500  # the mistake the doctor must find
+cable b c 3 2 3 9000 9000
+
+# The kernel marks a link RUNNING (which the plugin requires) up to a second after both ends
+# are up; wait for that, or the doctors would rightly skip the link as down.
+for x in ab ba ac ca bc cb; do
+  for _ in $(seq 50); do
+    [ "$(ns "${x:0:1}" cat "/sys/class/net/sr$x/operstate")" = up ] && break
+    sleep 0.1
+  done
+done
+
+export NCCL_MESH_IFNAME=sr NCCL_NET=Mesh NCCL_NET_PLUGIN=mesh
+port=29170
+for n in b c; do
+  ns $n "$doctor" --serve --port $port --serve-for 60 >"$work/serve-$n.log" 2>&1 &
+  pids+=($!)
+done
+for n in b c; do
+  for _ in $(seq 100); do
+    [ "$(grep -c '^serving probes on' "$work/serve-$n.log" || true)" = 2 ] && break
+    sleep 0.1
+  done
+  cat "$work/serve-$n.log"
+  # Both cable addresses of the node, and nothing else (not 127.0.0.1).
+  [ "$(grep -c '^serving probes on 198\.18\.' "$work/serve-$n.log")" = 2 ] ||
+    { echo "serve in $n did not listen on its two cables"; exit 1; }
+done
+
+cat >"$work/hosts" <<'HOSTS'
+# name  cable addresses
+a 198.18.1.1,198.18.2.1
+b 198.18.1.2,198.18.3.2
+c 198.18.2.3,198.18.3.3
+d 198.18.9.4
+HOSTS
+
+set +e
+ns a "$doctor" --hosts "$work/hosts" --probe --probe-time 0.3 --streams 2
+ns a "$doctor" --hosts "$work/hosts" --probe --probe-time 0.3 --streams 2 --json >"$work/json"
+rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "expected exit 1 (no cable to d, MTU mismatch on a-c), got $rc"; exit 1; }
+python3 - "$work/json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+peers = {p["name"]: p for p in doc["peers"]}
+assert peers["a"]["self"], peers["a"]
+b, c, d = peers["b"]["rails"], peers["c"]["rails"], peers["d"]["rails"]
+assert [r["local_interface"] for r in b] == ["srab"], b
+assert [r["local_interface"] for r in c] == ["srac"], c
+assert d == [], d
+assert b[0]["probe"]["ok"] and c[0]["probe"]["ok"], (b, c)
+assert b[0]["probe"]["peer_interface"]["name"] == "srba", b
+assert c[0]["probe"]["peer_interface"]["mtu"] == 1500, c
+links = [(l["a"], l["a_end"]["name"], l["b"], l["b_end"]["name"]) for l in doc["links_between_peers"]]
+assert links == [("b", "srbc", "c", "srcb")], links
+fails = {(f["check"], f["subject"].split(" ")[0]) for f in doc["checks"] if f["verdict"] == "fail"}
+assert fails == {("peer-cable", "d"), ("mtu", "c")}, fails
+print("namespace triangle: map, probes, peer links, MTU mismatch and missing cable all found")
+PY
