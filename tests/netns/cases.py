@@ -193,6 +193,35 @@ def triangle(F, build, prefix):
 
 
 @case
+def triangle_bench3(F, build, prefix):
+    """nccl-mesh-bench with one rank per host of the triangle: one run covers every ordered
+    pair (verified, with the TCP baseline over the same cable) and a ring all-reduce."""
+    if not require_build(F, build):
+        return
+    with topology("triangle", prefix) as topo:
+        hosts = topo.host_names()
+        job = BenchJob(build, topo, hosts, "triangle-bench3", sizes="64K,4M", tcp_baseline=True)
+        finished = job.wait(PAIR_TIMEOUT + 60)
+        F.check(finished and job.ok(), f"3-rank pairs run exits 0 on every rank "
+                                       f"(rc {[r.rc for r in job.ranks]})")
+        res = job.ranks[0].result() or {}
+        pairs = {(row["src"], row["dst"]) for row in res.get("rows", [])
+                 if row.get("pattern") == "pairs"}
+        want = {(i, j) for i in range(3) for j in range(3) if i != j}
+        F.check(pairs == want, f"rows for every ordered pair: {sorted(pairs)}")
+        F.check(all(row.get("baselines") for row in res.get("rows", [])),
+                "every row carries the plain-TCP baseline measured in the same run")
+        if not job.ok():
+            log(job.report())
+        ring = BenchJob(build, topo, hosts, "triangle-ring3", pattern="ring-allreduce",
+                        sizes="1M,8M")
+        finished = ring.wait(PAIR_TIMEOUT + 60)
+        F.check(finished and ring.ok(), f"3-rank ring all-reduce exits 0 with a checked result "
+                                        f"(rc {[r.rc for r in ring.ranks]})")
+        if not ring.ok():
+            log(ring.report())
+
+@case
 def dual_link(F, build, prefix):
     """Two cables between a and b: the plugin stripes, each carries 35-65% of the traffic."""
     if not require_build(F, build):
