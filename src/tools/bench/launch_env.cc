@@ -43,7 +43,8 @@ std::optional<LaunchEnv> detect_launcher(const GetEnv& getenv_fn, std::string* w
 std::optional<HostPort> parse_host_port(std::string_view text, std::string* why) {
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) {
-    if (why != nullptr) *why = "'" + std::string(text) + "' is not IP:PORT";
+    // Built with append: GCC 12 -O3 warns falsely (-Wrestrict) on "literal" + std::string&&.
+    if (why != nullptr) *why = std::string("'").append(text).append("' is not IP:PORT");
     return std::nullopt;
   }
   const std::string host(text.substr(0, colon));
@@ -54,7 +55,9 @@ std::optional<HostPort> parse_host_port(std::string_view text, std::string* why)
   }
   const auto port = parse_nonneg_int(text.substr(colon + 1));
   if (!port || *port < 1 || *port > 65535) {
-    if (why != nullptr) *why = "'" + std::string(text.substr(colon + 1)) + "' is not a TCP port";
+    if (why != nullptr) {
+      *why = std::string("'").append(text.substr(colon + 1)).append("' is not a TCP port");
+    }
     return std::nullopt;
   }
   return HostPort{ntohl(a.s_addr), static_cast<uint16_t>(*port)};
