@@ -82,5 +82,19 @@ TEST(WireHeader, EveryByteLandsInItsField) {
   }
 }
 
+TEST(ClearToSend, BigEndianLayoutAndRoundTrip) {
+  std::array<uint8_t, kCtsSize> b{};
+  encode_cts({0x01020304u, 0, 0x1122334455667788ull}, b.data());
+  const std::array<uint8_t, kCtsSize> want = {0x01, 0x02, 0x03, 0x04, 0, 0, 0, 0,
+                                              0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88};
+  EXPECT_EQ(b, want);
+  const ClearToSend c = decode_cts(b.data());
+  EXPECT_EQ(c.seq, 0x01020304u);
+  EXPECT_EQ(c.reserved, 0u);
+  EXPECT_EQ(c.capacity, 0x1122334455667788ull);
+  b[5] = 0xff;  // a reserved byte set by a peer must be visible to the validator
+  EXPECT_EQ(decode_cts(b.data()).reserved, 0x00ff0000u);
+}
+
 }  // namespace
 }  // namespace mesh::tcp

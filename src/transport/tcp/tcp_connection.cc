@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstring>
 
 #include "core/log.h"
 #include "transport/tcp/chunking.h"
@@ -84,6 +85,12 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, void** r
   if (!sender_) return ncclInternalError;
   if (failed_.load(std::memory_order_acquire)) return report_failure();
   std::lock_guard<std::mutex> lock(mu_);
+  progress();
+  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  // Like NCCL's IB transport: until the receiver has posted the matching receive, answer
+  // "retry later" (NULL request) instead of parking the bytes in the socket.
+  if (next_seq_ == cts_received_) return ncclSuccess;
+  const uint64_t capacity = cts_capacity_[next_seq_ % cts_capacity_.size()];
   Request* r = allocate();
   if (r == nullptr) {
     MESH_WARN("%s: more than %d sends in flight (NCCL's contract allows %d); test() earlier ones",
@@ -93,12 +100,19 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, void** r
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
-  const uint32_t nparts =
+  uint32_t nparts =
       choose_parts(size, workers_.size(), options_.min_chunk, options_.inline_bytes);
   MessageHeader h{r->seq, static_cast<uint16_t>(nparts == 0 ? kFlagInline : 0),
                   static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
   r->inline_payload = nparts == 0;
+  // Too big for the receiver's buffer: only the header goes out, so the receiver fails with its
+  // own clear message; no payload byte is sent and this side fails once the header is out.
+  r->oversize = size > capacity;
+  if (r->oversize) {
+    r->oversize_capacity = capacity;
+    nparts = 0;
+  }
   if (nparts > 0 && !start_parts(r, static_cast<uint16_t>(nparts))) {
     r->in_use = false;
     return report_failure();
@@ -131,6 +145,8 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   r->capacity = sizes[0];
   r->size = 0;
   r->seq = next_seq_++;
+  encode_cts({r->seq, 0, r->capacity}, cts_out_.data() + cts_out_len_);
+  cts_out_len_ += kCtsSize;  // at most one record per request in flight: always fits
   order_[(order_head_ + order_count_) % order_.size()] = r;
   ++order_count_;
   progress();
@@ -151,6 +167,7 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
 }
 
 void TcpConnection::progress() {
+  if (!(sender_ ? read_cts() : flush_cts())) return;
   while (order_count_ > 0 && !failed_.load(std::memory_order_relaxed)) {
     Request* r = order_[order_head_];
     const bool complete = sender_ ? progress_send(r) : progress_recv(r);
@@ -161,9 +178,59 @@ void TcpConnection::progress() {
   }
 }
 
+bool TcpConnection::flush_cts() {
+  size_t done = 0;
+  while (done < cts_out_len_) {
+    const ssize_t n = send(control_.get(), cts_out_.data() + done, cts_out_len_ - done,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      const bool remote = errno == ECONNRESET || errno == EPIPE;
+      fail(remote ? ncclRemoteError : ncclSystemError,
+           "control socket send failed: " + errno_text(errno) +
+               (remote ? " (the peer closed the connection or its process died)" : ""));
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (done > 0) {
+    std::memmove(cts_out_.data(), cts_out_.data() + done, cts_out_len_ - done);
+    cts_out_len_ -= done;
+  }
+  return true;
+}
+
+bool TcpConnection::read_cts() {
+  for (;;) {
+    const ssize_t n =
+        recv(control_.get(), cts_in_ + cts_in_len_, kCtsSize - cts_in_len_, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (n <= 0) {
+      fail(ncclRemoteError, n == 0 ? "the peer closed the connection (process exited or closed "
+                                     "its receive comm)"
+                                   : "control socket receive failed: " + errno_text(errno));
+      return false;
+    }
+    cts_in_len_ += static_cast<size_t>(n);
+    if (cts_in_len_ < kCtsSize) continue;
+    cts_in_len_ = 0;
+    const ClearToSend c = decode_cts(cts_in_);
+    // The receiver can have at most NCCL_NET_MAX_REQUESTS receives posted ahead of our sends.
+    if (c.seq != cts_received_ || c.reserved != 0 ||
+        cts_received_ - next_seq_ >= cts_capacity_.size()) {
+      fail(ncclRemoteError, "malformed clear-to-send (sequence " + std::to_string(c.seq) +
+                                ", expected " + std::to_string(cts_received_) +
+                                "): stream corrupted");
+      return false;
+    }
+    cts_capacity_[c.seq % cts_capacity_.size()] = c.capacity;
+    ++cts_received_;
+  }
+}
+
 // Writes the header (and an inline payload) without blocking; true once all of it is out.
 bool TcpConnection::progress_send(Request* r) {
-  const size_t payload = r->inline_payload ? r->size : 0;
+  const size_t payload = r->inline_payload && !r->oversize ? r->size : 0;
   while (r->header_done < kHeaderSize || r->payload_done < payload) {
     iovec iov[2];
     int cnt = 0;
@@ -189,6 +256,13 @@ bool TcpConnection::progress_send(Request* r) {
     const size_t h = std::min(moved, kHeaderSize - r->header_done);
     r->header_done += h;
     r->payload_done += moved - h;
+  }
+  if (r->oversize) {
+    fail(ncclInvalidUsage, "message of " + std::to_string(r->size) +
+                               " bytes exceeds the receiver's posted buffer of " +
+                               std::to_string(r->oversize_capacity) +
+                               " bytes (sender and receiver disagree on sizes)");
+    return false;
   }
   return true;
 }

@@ -54,11 +54,15 @@ class TcpConnection final : public Connection {
     bool inline_payload = false;
     size_t payload_done = 0;  // inline payload bytes moved on the control socket
     bool control_done = false;
+    bool oversize = false;  // send larger than the receiver's buffer: header only, then fail
+    uint64_t oversize_capacity = 0;
     std::atomic<int> parts_pending{0};
   };
 
   Request* allocate();
   void progress();               // advances the control socket; caller holds mu_
+  bool flush_cts();              // receiver: writes queued clear-to-sends
+  bool read_cts();               // sender: reads clear-to-sends
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
   bool start_parts(Request* r, uint16_t nparts);
@@ -78,6 +82,15 @@ class TcpConnection final : public Connection {
   size_t order_head_ = 0;
   size_t order_count_ = 0;
   uint32_t next_seq_ = 0;
+
+  // Clear-to-send (wire.h). Receiver: records not yet written. Sender: bytes of a partly read
+  // record, and the capacity announced for each sequence number still to be sent.
+  std::array<uint8_t, NCCL_NET_MAX_REQUESTS * kCtsSize> cts_out_{};
+  size_t cts_out_len_ = 0;
+  uint8_t cts_in_[kCtsSize] = {};
+  size_t cts_in_len_ = 0;
+  uint32_t cts_received_ = 0;  // sender: messages the receiver has cleared
+  std::array<uint64_t, NCCL_NET_MAX_REQUESTS> cts_capacity_{};
 
   std::mutex error_mu_;
   std::atomic<bool> failed_{false};

@@ -1,0 +1,45 @@
+// Wall-clock bounds used by the suite. Every bound that a slow machine could hit is multiplied by
+// kSlowdown under sanitizers, so the ASan and TSan lanes test the same behaviour as the plain one
+// instead of failing on speed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace conformance {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+#if defined(__SANITIZE_THREAD__)
+inline constexpr int kSlowdown = 5;
+#elif defined(__SANITIZE_ADDRESS__)
+inline constexpr int kSlowdown = 3;
+#else
+inline constexpr int kSlowdown = 1;
+#endif
+
+// NCCL calls listen/connect/accept/closeListen on its single proxy service thread, so a call that
+// blocks stalls every other connection of the process. "Returns quickly" is pinned to this bound.
+inline constexpr Millis kSetupCallLimit{200 * kSlowdown};
+// isend/irecv/test run on the progress thread in a tight loop; a call may copy a chunk of data but
+// must not wait for the network.
+inline constexpr Millis kDataCallLimit{1000 * kSlowdown};
+// Every process of the suite runs with NCCL_MESH_CONNECT_TIMEOUT_MS set to this value (env.cc), so
+// a connect to an unreachable or hostile listener must fail within it.
+inline constexpr int kConnectTimeoutMs = 2000;
+
+inline Millis scaled(int64_t ms) {
+  return Millis(ms * kSlowdown);
+}
+
+inline uint64_t elapsed_us(Clock::time_point since) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - since).count());
+}
+
+inline Clock::time_point deadline_after(Millis ms) {
+  return Clock::now() + ms;
+}
+
+}  // namespace conformance

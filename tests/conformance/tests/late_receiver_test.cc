@@ -1,0 +1,83 @@
+// NCCL's sender posts isend as soon as its data is ready, while the receiving rank may be busy
+// elsewhere (compute, a checkpoint) long before it posts the matching irecv. A live but late
+// receiver is not a failure: the send must wait, however long, and the connection must survive.
+//
+// "Long" is made short here: both ranks are spawned peers whose plugin runs with a small
+// NCCL_MESH_TCP_USER_TIMEOUT_MS, so a plugin that times out a connection whose receiver merely
+// stopped reading fails in seconds (with the default of 20 s the failure is the same, later).
+// The setting is confined to these two processes so that it cannot make other tests timing
+// dependent.
+#include <gtest/gtest.h>
+
+#include "tests/fixture.h"
+
+namespace conformance {
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+constexpr int kPeerTcpUserTimeoutMs = 1500;
+const Millis kReplyWait = scaled(60000);
+
+TEST(LateReceiverTest, SendWaitsForAReceiverThatPostsLate) {
+  const std::vector<std::string> env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS=" +
+                                        std::to_string(kPeerTcpUserTimeoutMs)};
+  std::string error;
+  auto sender = PeerProcess::spawn(peer_path(), plugin_path(), &error, env);
+  ASSERT_TRUE(sender) << error;
+  auto receiver = PeerProcess::spawn(peer_path(), plugin_path(), &error, env);
+  ASSERT_TRUE(receiver) << error;
+  for (PeerProcess* p : {sender.get(), receiver.get()}) {
+    InitReply rep;
+    ASSERT_TRUE(p->call(Op::kInit, InitRequest{11, 1}, &rep, kReplyWait)) << p->error();
+    ASSERT_EQ(rep.rc, ncclSuccess) << rep.error;
+  }
+
+  // The receiver listens, the sender connects: the handle travels through this process.
+  ListenReply listened;
+  ASSERT_TRUE(receiver->call(Op::kListen, ListenRequest{0, 0, 1}, &listened, kReplyWait));
+  ASSERT_EQ(listened.error, "");
+  EstablishRequest accept;
+  accept.accepts = listened.listen_ids;
+  EstablishRequest connect;
+  connect.connects = {RemoteConnect{0, 0, listened.handles[0], false}};
+  ASSERT_TRUE(receiver->start(Op::kEstablish, accept));
+  EstablishReply connected, accepted;
+  ASSERT_TRUE(sender->call(Op::kEstablish, connect, &connected, kReplyWait)) << sender->error();
+  ASSERT_TRUE(receiver->finish(&accepted, kReplyWait)) << receiver->error();
+  ASSERT_TRUE(connected.outcome.ok) << connected.outcome.error;
+  ASSERT_TRUE(accepted.outcome.ok) << accepted.outcome.error;
+
+  // Two 64 MiB messages: more than the socket buffers hold, so the sender's data sits unread for
+  // the whole delay.
+  const uint32_t delay_ms = 3 * kPeerTcpUserTimeoutMs;
+  StreamSpec send;
+  send.dir = Direction::kSend;
+  send.comm_id = connected.send_ids[0];
+  send.seed = 0x1A7E;
+  send.window = 1;
+  send.messages = exact({64 * MiB, 64 * MiB});
+  StreamSpec recv = send;
+  recv.dir = Direction::kRecv;
+  recv.comm_id = accepted.recv_ids[0];
+  recv.first_post_delay_ms = delay_ms;
+  TransferRequest to_sender, to_receiver;
+  to_sender.streams = {send};
+  to_receiver.streams = {recv};
+  ASSERT_TRUE(receiver->start(Op::kTransfer, to_receiver));
+  ASSERT_TRUE(sender->start(Op::kTransfer, to_sender));
+  TransferReply sent, received;
+  ASSERT_TRUE(sender->finish(&sent, kReplyWait)) << sender->error();
+  ASSERT_TRUE(receiver->finish(&received, kReplyWait)) << receiver->error();
+  ASSERT_EQ(sent.results.size(), 1u);
+  ASSERT_EQ(received.results.size(), 1u);
+  EXPECT_TRUE(sent.results[0].ok) << "receiver late by " << delay_ms << " ms: sender "
+                                  << describe(send, sent.results[0]);
+  EXPECT_TRUE(received.results[0].ok)
+      << "receiver late by " << delay_ms << " ms: receiver " << describe(recv, received.results[0]);
+
+  EXPECT_EQ(sender->quit(kReplyWait), "");
+  EXPECT_EQ(receiver->quit(kReplyWait), "");
+}
+
+}  // namespace
+}  // namespace conformance

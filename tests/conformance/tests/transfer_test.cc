@@ -1,0 +1,128 @@
+// Data transfer as NCCL's proxy progress thread drives it: isend/irecv posted (retried on a NULL
+// request), test() on the oldest request until done, every byte checked, both directions at once.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/fixture.h"
+
+namespace conformance {
+namespace {
+
+constexpr uint64_t KiB = 1024;
+constexpr uint64_t MiB = 1024 * 1024;
+
+class TransferTest : public VersionedTest {
+ protected:
+  void SetUp() override {
+    VersionedTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(open_both(1, &out_, &in_));
+  }
+  std::vector<Link> out_, in_;
+};
+
+// The edge sizes, then 20 random sizes up to 8 MiB (fixed seed: the run is reproducible).
+std::vector<uint64_t> conformance_sizes(int version) {
+  std::vector<uint64_t> sizes = {0, 1, 7, 4096, 65536, MiB + 3, 64 * MiB};
+  std::mt19937_64 rng(20240601u + static_cast<uint64_t>(version));
+  std::uniform_int_distribution<uint64_t> dist(0, 8 * MiB);
+  for (int i = 0; i < 20; ++i) sizes.push_back(dist(rng));
+  return sizes;
+}
+
+TEST_P(TransferTest, AllSizesArriveIntactInBothDirections) {
+  Flow flow;
+  flow.messages = exact(conformance_sizes(version()));
+  flow.window = 4;
+  Exchange ex;
+  ex.outbound(out_[0], flow);
+  ex.inbound(in_[0], flow);
+  const ExchangeResult r = run(ex, scaled(90000));
+  EXPECT_TRUE(r.all_ok()) << r.report();
+  EXPECT_TRUE(local_warnings().empty())
+      << "WARN during a clean run:" << join_lines(local_warnings());
+}
+
+TEST_P(TransferTest, ReceiveBufferLargerThanMessageReportsSentSize) {
+  // NCCL posts receives of the slot size; the sender's size is what test() must report.
+  Flow flow;
+  flow.messages = {{0, 4096},    {1, MiB},           {7, 8},         {3, 64 * KiB},
+                   {4095, 4096}, {65537, 128 * KiB}, {MiB, 4 * MiB}, {0, 1}};
+  Exchange ex;
+  ex.outbound(out_[0], flow);
+  ex.inbound(in_[0], flow);
+  const ExchangeResult r = run(ex);
+  EXPECT_TRUE(r.all_ok()) << r.report();
+}
+
+TEST_P(TransferTest, ThirtyTwoRequestsInFlightPerComm) {
+  // NCCL_NET_MAX_REQUESTS = 32 per comm: a whole window is posted before the first test(), on the
+  // send and on the receive side, then the window keeps sliding for two more rounds.
+  Flow flow;
+  for (uint64_t i = 0; i < 96; ++i) {
+    const uint64_t size = i % 5 == 0 ? 0 : (i * 7919) % (64 * KiB);
+    flow.messages.push_back({size, size});
+  }
+  flow.window = NCCL_NET_MAX_REQUESTS;
+  flow.post_window_first = true;
+  Exchange ex;
+  ex.outbound(out_[0], flow);
+  ex.inbound(in_[0], flow);
+  const ExchangeResult r = run(ex);
+  EXPECT_TRUE(r.all_ok()) << r.report();
+}
+
+TEST_P(TransferTest, MessageLargerThanReceiveBufferFailsTheReceiver) {
+  // A second pair, so each direction has one oversized case on its own connection.
+  std::vector<Link> out2, in2;
+  ASSERT_NO_FATAL_FAILURE(open_both(1, &out2, &in2));
+  const std::vector<std::pair<uint64_t, uint64_t>> cases = {{4096, 1024}, {65536, 65535}};
+  Exchange ex;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Flow flow;
+    flow.messages = {{cases[i].first, cases[i].second}};
+    flow.window = 1;
+    flow.recv_expect_error_at = 0;  // the receiver's test() (or irecv) must return an error
+    // The sender may complete (the bytes fit in socket buffers), fail, or stay pending: NCCL
+    // aborts the job on the receiver's error.
+    flow.send_tolerate_error_from = 0;
+    flow.send_tolerate_timeout = true;
+    ex.outbound(i == 0 ? out_[0] : out2[0], flow);
+    ex.inbound(i == 0 ? in_[0] : in2[0], flow);
+  }
+  const ExchangeResult r = run(ex, scaled(10000));
+  EXPECT_TRUE(r.all_ok()) << r.report();
+  EXPECT_FALSE(local_warnings().empty()) << "the receiver's error must be explained by a WARN";
+  EXPECT_FALSE(remote_warnings().empty()) << "the peer's receive error logged no WARN";
+
+  // Both processes keep working on new connections.
+  std::vector<Link> out3, in3;
+  ASSERT_NO_FATAL_FAILURE(open_both(1, &out3, &in3));
+  expect_traffic(out3, in3, "on a new connection after the size error");
+}
+
+MESH_INSTANTIATE_ALL_VERSIONS(TransferTest);
+
+// v9+ plugins see NCCL_NET_OPTIONAL_RECV_COMPLETION in *request before irecv (LL/LL128 receives);
+// NCCL's v8 shim clears it, so v8 is not instantiated.
+class OptionalCompletionTest : public TransferTest {};
+
+TEST_P(OptionalCompletionTest, IrecvAlwaysOverwritesThePresetRequest) {
+  Flow flow;
+  for (uint64_t i = 0; i < 24; ++i) {
+    const uint64_t size = (i * 3001) % (64 * KiB);
+    flow.messages.push_back({size, 64 * KiB});  // LL/LL128 slots are larger than most messages
+  }
+  flow.preset_optional_completion = true;
+  Exchange ex;
+  ex.outbound(out_[0], flow);
+  ex.inbound(in_[0], flow);
+  const ExchangeResult r = run(ex);
+  EXPECT_TRUE(r.all_ok()) << r.report();
+}
+
+MESH_INSTANTIATE_VERSIONS(OptionalCompletionTest, 9, 10, 11);
+
+}  // namespace
+}  // namespace conformance
