@@ -109,7 +109,7 @@ class PluginPairTransport final : public PairTransport {
   // Both ranks send and receive at once; each acknowledges once it has everything. The clock
   // (on both ranks) stops when all own sends, receives and the peer's acknowledgement are done.
   // Data and acknowledgement share one connection per direction and the plugin matches in
-  // posting order, so the acknowledgement's receive is posted only after all data receives.
+  // posting order, so the acknowledgement's send and receive are posted only after all data.
   double bidir(const PairJob& job, int peer) {
     double seconds = 0;
     for (const Phase phase : {Phase::kWarmup, Phase::kTimed}) {
@@ -132,7 +132,9 @@ class PluginPairTransport final : public PairTransport {
       for (;;) {
         bool moved = s.poll();
         moved = r.poll() || moved;
-        if (r.done() && !ack_out) {
+        // The acknowledgement follows this rank's own data on the same send comm: post it only
+        // once every data send is done, since the plugin may answer "retry later" to isend.
+        if (r.done() && s.done() && !ack_out) {
           std::memcpy(job.ctrl_send, &n, 8);
           ack_out.emplace(ctx_, SingleOp::kSend, peer, job.arena->send_mh(peer), job.ctrl_send, 8);
           ack_in.emplace(ctx_, SingleOp::kRecv, peer, job.arena->recv_mh(peer), job.ctrl_recv, 8);
