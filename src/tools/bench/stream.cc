@@ -91,6 +91,10 @@ std::vector<Row> run_stream(Context& ctx) {
   auto next_report = start + std::chrono::seconds(5);
   auto last_report = start;
   Waiter idle(opt.timeout * 4 + 1, -1, [] { return std::string("stream"); });  // yields + peers
+  // This mode exists to watch the plugin report faults: a killed peer must surface as a plugin
+  // error (exit 3), not be pre-empted by the rendezvous noticing the closed socket first (exit 5).
+  // The per-peer --timeout deadlines below still bound every wait.
+  const PeerWatchPause pause;
 
   for (;;) {
     bool all_done = true;
