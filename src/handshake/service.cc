@@ -314,7 +314,6 @@ void Service::handle_listener(int fd) {
       uint8_t reply[kReplySize];
       encode_reply(HelloReply::kBusy, reply);
       (void)!send(s, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
-      refused_.fetch_add(1);
       const int64_t now = monotonic_ms();
       if (now - last_busy_warn_ms_ > 1000) {
         last_busy_warn_ms_ = now;
@@ -365,7 +364,6 @@ void Service::refuse(Incoming* in, HelloReply reply, const std::string& why) {
   uint8_t bytes[kReplySize];
   encode_reply(reply, bytes);
   (void)!send(in->fd, bytes, sizeof(bytes), MSG_NOSIGNAL | MSG_DONTWAIT);
-  refused_.fetch_add(1);
   MESH_WARN("refused handshake from %s: %s (a stale handle, a process from another job, or "
             "traffic that is not NCCL's; check what else reaches this port)",
             format_endpoint(in->peer).c_str(), why.c_str());

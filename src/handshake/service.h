@@ -87,9 +87,6 @@ class Service {
   // Abandons an attempt (its sockets are closed by the service thread).
   void cancel_connect(const std::shared_ptr<ConnectAttempt>& attempt);
 
-  // Counters for tests and the doctor.
-  uint64_t refused_handshakes() const { return refused_.load(); }
-
  private:
   struct Watch;
   struct Incoming;
@@ -123,7 +120,6 @@ class Service {
   uint16_t port_ = 0;
   int64_t timeout_ms_ = 30000;
   size_t max_pending_ = 256;
-  std::atomic<uint64_t> refused_{0};
   int64_t last_busy_warn_ms_ = 0;
 
   std::vector<std::shared_ptr<ListenEndpoint>> listens_;

@@ -93,7 +93,6 @@ int run_local_launcher(int argc, char** argv, const Options& opt) {
   }
   listener = Fd();  // rank 0 owns it now
 
-  using Clock = std::chrono::steady_clock;
   int running = nranks;
   int result = 0;
   bool failed = false;

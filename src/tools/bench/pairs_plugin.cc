@@ -13,12 +13,6 @@
 namespace mesh::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 class PluginPairTransport final : public PairTransport {
  public:
   explicit PluginPairTransport(Context& ctx) : ctx_(ctx) {}

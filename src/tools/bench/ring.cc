@@ -16,7 +16,6 @@
 namespace mesh::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kPage = 4096;
 
 uint64_t round_up(uint64_t v, uint64_t to) {

@@ -14,7 +14,6 @@
 namespace mesh::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kPage = 4096;
 

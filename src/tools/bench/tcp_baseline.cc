@@ -15,12 +15,6 @@
 namespace mesh::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 class TcpPairTransport final : public PairTransport {
  public:
   explicit TcpPairTransport(Context& ctx) : ctx_(ctx) {}

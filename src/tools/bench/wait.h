@@ -12,6 +12,13 @@
 
 namespace mesh::bench {
 
+using Clock = std::chrono::steady_clock;
+
+// Seconds elapsed since t0 (timed loops of the patterns).
+inline double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 // This process's rank, for error lines ("ERROR rank R peer P: ..."). -1 in the local launcher.
 void set_my_rank(int rank);
 int my_rank();

@@ -38,8 +38,6 @@ class TcpConnection final : public Connection {
   void close() override;
   std::string describe() const override;
 
-  size_t data_streams() const { return workers_.size(); }
-
  private:
   struct Request {
     RequestHeader hdr;
