@@ -66,15 +66,13 @@ ncclResult_t legacy_init(ncclDebugLogger_t logger) {
 }
 
 ncclResult_t legacy_listen(int dev, void* handle, void** listen_comm) {
-  return guard("listen", [&] {
-    return core().listen(core().legacy_context(), dev, handle, listen_comm);
-  });
+  return guard("listen",
+               [&] { return core().listen(core().legacy_context(), dev, handle, listen_comm); });
 }
 
 ncclResult_t legacy_connect(int dev, void* handle, void** send_comm) {
-  return guard("connect", [&] {
-    return core().connect(core().legacy_context(), dev, handle, send_comm);
-  });
+  return guard("connect",
+               [&] { return core().connect(core().legacy_context(), dev, handle, send_comm); });
 }
 
 }  // namespace mesh::abi

@@ -27,7 +27,9 @@ ncclResult_t guard(const char* what, F&& f) noexcept {
   }
 }
 
-inline Plugin& core() { return Plugin::instance(); }
+inline Plugin& core() {
+  return Plugin::instance();
+}
 
 ncclResult_t devices(int* ndev);
 ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_v11_t** dev_comm);

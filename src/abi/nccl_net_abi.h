@@ -183,7 +183,8 @@ typedef struct {
   ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
   ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm,
                           ncclNetDeviceHandle_v11_t** sendDevComm);
-  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t** recvDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                         ncclNetDeviceHandle_v11_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
                               int fd, void** mhandle);
@@ -213,7 +214,8 @@ typedef struct {
   ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
   ncclResult_t (*connect)(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
                           ncclNetDeviceHandle_v10_t** sendDevComm);
-  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v10_t** recvDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                         ncclNetDeviceHandle_v10_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
                               int fd, void** mhandle);

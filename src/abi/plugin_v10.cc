@@ -17,7 +17,6 @@ ncclResult_t get_properties_v10(int dev, ncclNetProperties_v10_t* props) {
   return fill_properties_v9plus(dev, props);
 }
 
-
 }  // namespace
 }  // namespace mesh::abi
 

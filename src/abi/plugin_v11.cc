@@ -34,7 +34,6 @@ ncclResult_t get_properties_v11(int dev, ncclNetProperties_v11_t* props) {
   return rc;
 }
 
-
 }  // namespace
 }  // namespace mesh::abi
 

@@ -13,8 +13,7 @@ ncclResult_t get_properties_v9(int dev, ncclNetProperties_v9_t* props) {
   return fill_properties_v9plus(dev, props);
 }
 
-ncclResult_t isend_v9(void* comm, void* data, size_t size, int tag, void* mhandle,
-                      void** request) {
+ncclResult_t isend_v9(void* comm, void* data, size_t size, int tag, void* mhandle, void** request) {
   return guard("isend", [&] { return core().isend(comm, data, size, tag, mhandle, request); });
 }
 

@@ -1,11 +1,11 @@
 #include "core/log.h"
 
+#include <strings.h>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 namespace mesh {
 namespace {
@@ -26,7 +26,9 @@ int fallback_level() {
 
 }  // namespace
 
-void set_logger(ncclDebugLogger_t logger) { g_logger.store(logger, std::memory_order_release); }
+void set_logger(ncclDebugLogger_t logger) {
+  g_logger.store(logger, std::memory_order_release);
+}
 
 void log_message(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
                  const char* fmt, ...) {

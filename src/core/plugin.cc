@@ -54,7 +54,8 @@ bool Plugin::discover(std::string* why) {
   const Settings& s = settings();
   const auto all = topology::discover_interfaces();
   selection_ = topology::select_interfaces(all, topology::IfnameFilter::parse(s.ifname));
-  for (const std::string& note : selection_.notes) MESH_INFO(NCCL_INIT | NCCL_NET, "%s", note.c_str());
+  for (const std::string& note : selection_.notes)
+    MESH_INFO(NCCL_INIT | NCCL_NET, "%s", note.c_str());
   if (selection_.used.empty()) {
     *why = "no usable IPv4 interface (found: " + describe_interfaces(all) + ")" +
            (s.ifname.empty() ? "" : " with NCCL_MESH_IFNAME=" + s.ifname) +
@@ -118,7 +119,9 @@ Context* Plugin::legacy_context() {
   return legacy_;
 }
 
-bool Plugin::valid_context(void* ctx) { return contexts_.count(static_cast<Context*>(ctx)) != 0; }
+bool Plugin::valid_context(void* ctx) {
+  return contexts_.count(static_cast<Context*>(ctx)) != 0;
+}
 
 void Plugin::close_context_objects(Context* ctx) {
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -243,9 +246,10 @@ ncclResult_t Plugin::listen(void* ctx, int dev, void* handle, void** listen_comm
   h.addrs = advertised_addresses(dev);
   if (h.addrs.size() > handshake::kMaxHandleAddrs && !warned_addr_overflow_) {
     warned_addr_overflow_ = true;
-    MESH_WARN("%zu local addresses but the 128-byte handle holds %zu: peers reachable only "
-              "through the others cannot connect; list the mesh interfaces in NCCL_MESH_IFNAME",
-              h.addrs.size(), handshake::kMaxHandleAddrs);
+    MESH_WARN(
+        "%zu local addresses but the 128-byte handle holds %zu: peers reachable only "
+        "through the others cannot connect; list the mesh interfaces in NCCL_MESH_IFNAME",
+        h.addrs.size(), handshake::kMaxHandleAddrs);
   }
   auto ep = service_.open_listen();
   h.nonce = ep->nonce;
@@ -289,11 +293,12 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     const auto rails = topology::choose_rails(selection_.used, h.addrs,
                                               devices_[static_cast<size_t>(dev)].members);
     if (rails.empty()) {
-      MESH_WARN("connect: no common subnet with the peer (it advertises %s; local subnets: %s). "
-                "Check the cabling and addresses, or NCCL_MESH_IFNAME. Relaying through a "
-                "neighbour is not supported yet (planned setting NCCL_MESH_RELAY): with NCCL, order "
-                "ranks so ring neighbours share a cable",
-                describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str());
+      MESH_WARN(
+          "connect: no common subnet with the peer (it advertises %s; local subnets: %s). "
+          "Check the cabling and addresses, or NCCL_MESH_IFNAME. Relaying through a "
+          "neighbour is not supported yet (planned setting NCCL_MESH_RELAY): with NCCL, order "
+          "ranks so ring neighbours share a cable",
+          describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str());
       return ncclSystemError;
     }
     const Settings& s = settings();
@@ -391,7 +396,8 @@ ncclResult_t Plugin::close_connection(void* comm, ObjectTag expected) {
 namespace {
 Connection* as_connection(void* comm) {
   auto* c = static_cast<Connection*>(comm);
-  if (c == nullptr || (c->tag() != ObjectTag::kSend && c->tag() != ObjectTag::kRecv)) return nullptr;
+  if (c == nullptr || (c->tag() != ObjectTag::kSend && c->tag() != ObjectTag::kRecv))
+    return nullptr;
   return c;
 }
 }  // namespace
@@ -403,9 +409,10 @@ ncclResult_t Plugin::reg_mr(void* comm, void* data, size_t size, int type, void*
     return ncclInternalError;
   }
   if (type != NCCL_PTR_HOST) {
-    MESH_WARN("regMr: memory type %d is not supported; this device advertises NCCL_PTR_HOST only "
-              "(is NCCL_NET_GDR_LEVEL forcing GPU Direct?)",
-              type);
+    MESH_WARN(
+        "regMr: memory type %d is not supported; this device advertises NCCL_PTR_HOST only "
+        "(is NCCL_NET_GDR_LEVEL forcing GPU Direct?)",
+        type);
     return ncclInvalidArgument;
   }
   if (data == nullptr && size > 0) {

@@ -75,15 +75,14 @@ class Plugin {
   ncclResult_t close_connection(void* comm, ObjectTag expected);
 
   ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
-  ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset,
-                             int fd, void** mhandle);
+  ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                             void** mhandle);
   ncclResult_t dereg_mr(void* comm, void* mhandle);
 
   ncclResult_t isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request);
   ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                      void** request);
-  ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles,
-                      void** request);
+  ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request);
   ncclResult_t test(void* request, int* done, int* sizes);
 
   // Closes everything and joins every thread: last finalize, or library unload.

@@ -86,8 +86,8 @@ Settings load_settings(const char* (*getenv_fn)(const char*), std::vector<std::s
 const Settings& settings() {
   static const Settings s = [] {
     std::vector<std::string> warnings;
-    Settings loaded = load_settings([](const char* n) -> const char* { return std::getenv(n); },
-                                    &warnings);
+    Settings loaded =
+        load_settings([](const char* n) -> const char* { return std::getenv(n); }, &warnings);
     for (const std::string& w : warnings) MESH_WARN("ignoring %s", w.c_str());
     return loaded;
   }();

@@ -11,25 +11,25 @@ namespace mesh {
 // X(type, field, ENV_NAME, default, help)
 // X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings.
 #define MESH_SETTINGS(X)                                                                         \
-  X(std::string, ifname, "NCCL_MESH_IFNAME", "", 0, 0,                                          \
-    "Interfaces to use, NCCL_SOCKET_IFNAME syntax: prefixes, ^ to exclude, = for exact names. "\
-    "Default: every up non-loopback interface (loopback only if nothing else exists).")        \
-  X(int64_t, connect_timeout_ms, "NCCL_MESH_CONNECT_TIMEOUT_MS", 30000, 100, 3600000,           \
-    "How long connect() keeps trying to reach a peer's handshake service before failing.")    \
-  X(int64_t, tcp_streams, "NCCL_MESH_TCP_STREAMS", 4, 1, 64,                                    \
-    "Data sockets per connection, each driven by its own thread; rounded up to a multiple "    \
-    "of the number of rails (cables) to the peer.")                                             \
-  X(int64_t, tcp_min_chunk, "NCCL_MESH_TCP_MIN_CHUNK", 131072, 4096, 1073741824,                \
-    "Smallest slice of a message given to one data socket; smaller messages use fewer sockets.")\
-  X(int64_t, tcp_inline_bytes, "NCCL_MESH_TCP_INLINE_BYTES", 65536, 0, 16777216,                \
-    "Messages up to this size travel inline on the control socket with their header, "         \
-    "progressed by NCCL's own thread (lowest latency, no thread hand-off).")                   \
-  X(int64_t, tcp_user_timeout_ms, "NCCL_MESH_TCP_USER_TIMEOUT_MS", 20000, 0, 3600000,           \
-    "TCP_USER_TIMEOUT and keepalive budget: a peer or cable that stops acknowledging for this " \
-    "long turns into an error on the connection (0 = kernel defaults, many minutes).")         \
-  X(int64_t, max_pending_handshakes, "NCCL_MESH_MAX_PENDING_HANDSHAKES", 256, 1, 65536,         \
-    "Unauthenticated incoming handshake sockets held at once; further ones are closed.")       \
-  X(int64_t, handshake_port, "NCCL_MESH_HANDSHAKE_PORT", 0, 0, 65535,                           \
+  X(std::string, ifname, "NCCL_MESH_IFNAME", "", 0, 0,                                           \
+    "Interfaces to use, NCCL_SOCKET_IFNAME syntax: prefixes, ^ to exclude, = for exact names. "  \
+    "Default: every up non-loopback interface (loopback only if nothing else exists).")          \
+  X(int64_t, connect_timeout_ms, "NCCL_MESH_CONNECT_TIMEOUT_MS", 30000, 100, 3600000,            \
+    "How long connect() keeps trying to reach a peer's handshake service before failing.")       \
+  X(int64_t, tcp_streams, "NCCL_MESH_TCP_STREAMS", 4, 1, 64,                                     \
+    "Data sockets per connection, each driven by its own thread; rounded up to a multiple "      \
+    "of the number of rails (cables) to the peer.")                                              \
+  X(int64_t, tcp_min_chunk, "NCCL_MESH_TCP_MIN_CHUNK", 131072, 4096, 1073741824,                 \
+    "Smallest slice of a message given to one data socket; smaller messages use fewer sockets.") \
+  X(int64_t, tcp_inline_bytes, "NCCL_MESH_TCP_INLINE_BYTES", 65536, 0, 16777216,                 \
+    "Messages up to this size travel inline on the control socket with their header, "           \
+    "progressed by NCCL's own thread (lowest latency, no thread hand-off).")                     \
+  X(int64_t, tcp_user_timeout_ms, "NCCL_MESH_TCP_USER_TIMEOUT_MS", 20000, 0, 3600000,            \
+    "TCP_USER_TIMEOUT and keepalive budget: a peer or cable that stops acknowledging for this "  \
+    "long turns into an error on the connection (0 = kernel defaults, many minutes).")           \
+  X(int64_t, max_pending_handshakes, "NCCL_MESH_MAX_PENDING_HANDSHAKES", 256, 1, 65536,          \
+    "Unauthenticated incoming handshake sockets held at once; further ones are closed.")         \
+  X(int64_t, handshake_port, "NCCL_MESH_HANDSHAKE_PORT", 0, 0, 65535,                            \
     "TCP port of the handshake service (0 = any free port; set it for firewalls).")
 
 struct Settings {

@@ -34,7 +34,7 @@ class UniqueFd {
 };
 
 sockaddr_in make_sockaddr(uint32_t addr, uint16_t port);  // host-order inputs
-std::string format_endpoint(const sockaddr_in& sa);      // "10.0.0.1:4242"
+std::string format_endpoint(const sockaddr_in& sa);       // "10.0.0.1:4242"
 
 bool set_nonblocking(int fd, bool nonblocking);
 

@@ -90,10 +90,12 @@ struct Service::Group {
 };
 
 Service::Service() = default;
-Service::~Service() { stop(); }
+Service::~Service() {
+  stop();
+}
 
 bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t timeout_ms,
-                     int64_t max_pending, std::string* why) {
+                    int64_t max_pending, std::string* why) {
   if (running()) return true;
   timeout_ms_ = timeout_ms;
   max_pending_ = static_cast<size_t>(max_pending);
@@ -231,8 +233,7 @@ std::shared_ptr<ConnectAttempt> Service::start_connect(const ConnectRequest& req
   a->deadline_ms = monotonic_ms() + req.timeout_ms;
   const size_t nrails = req.rails.size();
   a->pub->description = "peer " + format_ipv4(req.rails[0].peer_addr) + ":" +
-                        std::to_string(req.port) + " from " +
-                        format_ipv4(req.rails[0].local.addr) +
+                        std::to_string(req.port) + " from " + format_ipv4(req.rails[0].local.addr) +
                         (nrails > 1 ? " (+" + std::to_string(nrails - 1) + " rails)" : "");
   for (uint16_t i = 0; i <= req.ndata; ++i) {
     auto out = std::make_unique<Outgoing>();
@@ -317,9 +318,10 @@ void Service::handle_listener(int fd) {
       const int64_t now = monotonic_ms();
       if (now - last_busy_warn_ms_ > 1000) {
         last_busy_warn_ms_ = now;
-        MESH_WARN("handshake service: %zu unauthenticated sockets pending, refusing %s "
-                  "(raise NCCL_MESH_MAX_PENDING_HANDSHAKES if this is a real large job)",
-                  incoming_.size(), format_endpoint(peer).c_str());
+        MESH_WARN(
+            "handshake service: %zu unauthenticated sockets pending, refusing %s "
+            "(raise NCCL_MESH_MAX_PENDING_HANDSHAKES if this is a real large job)",
+            incoming_.size(), format_endpoint(peer).c_str());
       }
       continue;
     }
@@ -364,9 +366,10 @@ void Service::refuse(Incoming* in, HelloReply reply, const std::string& why) {
   uint8_t bytes[kReplySize];
   encode_reply(reply, bytes);
   (void)!send(in->fd, bytes, sizeof(bytes), MSG_NOSIGNAL | MSG_DONTWAIT);
-  MESH_WARN("refused handshake from %s: %s (a stale handle, a process from another job, or "
-            "traffic that is not NCCL's; check what else reaches this port)",
-            format_endpoint(in->peer).c_str(), why.c_str());
+  MESH_WARN(
+      "refused handshake from %s: %s (a stale handle, a process from another job, or "
+      "traffic that is not NCCL's; check what else reaches this port)",
+      format_endpoint(in->peer).c_str(), why.c_str());
   drop_incoming(in);
 }
 
@@ -398,11 +401,12 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
     group->since_ms = monotonic_ms();
   }
   Group& g = *group;
-  const bool clash = hello.ndata != g.data.size() ||
-                     (hello.role == Role::kControl ? g.control.valid() : g.data[hello.index].valid());
+  const bool clash =
+      hello.ndata != g.data.size() ||
+      (hello.role == Role::kControl ? g.control.valid() : g.data[hello.index].valid());
   if (clash) {
-    refuse(in, HelloReply::kMalformed, "stream " + std::to_string(hello.index) +
-                                           " duplicated or inconsistent stream count");
+    refuse(in, HelloReply::kMalformed,
+           "stream " + std::to_string(hello.index) + " duplicated or inconsistent stream count");
     return;
   }
   uint8_t reply[kReplySize];
@@ -446,7 +450,8 @@ void Service::open_outgoing(Attempt* a, Outgoing* out) {
   sockaddr_in local = make_sockaddr(rail.local.addr, 0);
   sockaddr_in peer = make_sockaddr(rail.peer_addr, a->req.port);
   // Binding the source address puts the socket on the cable of that subnet.
-  if (!out->sock.valid() || bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+  if (!out->sock.valid() ||
+      bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     out->last_error = "bind to " + format_ipv4(rail.local.addr) + ": " + errno_text(errno);
     out->sock.reset();
     out->fd = -1;
@@ -496,8 +501,8 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
     out->phase = Outgoing::Phase::kSending;
   }
   if (out->phase == Outgoing::Phase::kSending) {
-    const ssize_t n = send(out->fd, out->hello + out->sent, kHelloSize - out->sent,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(out->fd, out->hello + out->sent, kHelloSize - out->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       retry("sending the hello: " + errno_text(errno));
       return;
@@ -607,11 +612,11 @@ void Service::expire(int64_t now) {
   }
   for (auto it = groups_.begin(); it != groups_.end();) {
     if (now - it->second->since_ms > timeout_ms_) {
-      MESH_WARN("dropping half-established connection from %s: %zu of %zu sockets arrived within "
-                "%lld ms",
-                it->second->peer.empty() ? "(unknown)" : it->second->peer.c_str(),
-                it->second->arrived, it->second->data.size() + 1,
-                static_cast<long long>(timeout_ms_));
+      MESH_WARN(
+          "dropping half-established connection from %s: %zu of %zu sockets arrived within "
+          "%lld ms",
+          it->second->peer.empty() ? "(unknown)" : it->second->peer.c_str(), it->second->arrived,
+          it->second->data.size() + 1, static_cast<long long>(timeout_ms_));
       it = groups_.erase(it);
     } else {
       ++it;

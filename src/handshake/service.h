@@ -50,9 +50,9 @@ struct ListenEndpoint {
 struct ConnectAttempt {
   enum class State { kPending, kDone, kFailed };
   std::atomic<State> state{State::kPending};
-  std::string error;              // set before state becomes kFailed
-  EstablishedConnection result;   // filled before state becomes kDone
-  std::string description;        // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
+  std::string error;             // set before state becomes kFailed
+  EstablishedConnection result;  // filled before state becomes kDone
+  std::string description;       // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
 };
 
 struct ConnectRequest {

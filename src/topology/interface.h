@@ -9,9 +9,9 @@
 namespace mesh::topology {
 
 struct Interface {
-  std::string name;      // netdev name, e.g. "enp1s0f0np0"
-  Ipv4Prefix addr;       // address and prefix length of its subnet
-  bool up = false;       // IFF_UP and IFF_RUNNING
+  std::string name;  // netdev name, e.g. "enp1s0f0np0"
+  Ipv4Prefix addr;   // address and prefix length of its subnet
+  bool up = false;   // IFF_UP and IFF_RUNNING
   bool loopback = false;
   int mtu = -1;          // bytes, -1 when unknown
   int speed_mbps = -1;   // link speed from sysfs, -1 when unknown (veth, lo, down links)

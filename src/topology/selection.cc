@@ -45,7 +45,8 @@ std::vector<Device> group_devices(const std::vector<Interface>& used) {
   std::vector<std::pair<bool, int>> order;
   for (size_t i = 0; i < used.size(); ++i) {
     const Interface& itf = used[i];
-    const std::pair<bool, int> key{!itf.pci_path.empty(), itf.pci_path.empty() ? -1 : itf.numa_node};
+    const std::pair<bool, int> key{!itf.pci_path.empty(),
+                                   itf.pci_path.empty() ? -1 : itf.numa_node};
     auto [it, inserted] = groups.try_emplace(key);
     Device& d = it->second;
     if (inserted) {
@@ -102,7 +103,8 @@ std::vector<Rail> choose_rails(const std::vector<Interface>& local,
     return std::any_of(local.begin(), local.end(),
                        [&](const Interface& l) { return l.addr.addr == addr; });
   };
-  if (std::any_of(rails.begin(), rails.end(), [&](const Rail& r) { return !is_local(r.peer_addr); })) {
+  if (std::any_of(rails.begin(), rails.end(),
+                  [&](const Rail& r) { return !is_local(r.peer_addr); })) {
     std::erase_if(rails, [&](const Rail& r) { return is_local(r.peer_addr); });
   }
   // Rails on the device NCCL chose stay local to its NUMA node; other devices' rails are used

@@ -13,9 +13,9 @@
 namespace mesh::topology {
 
 struct Selection {
-  std::vector<Interface> used;      // interfaces the plugin will use, in discovery order
-  std::vector<std::string> notes;   // one line per excluded interface and why
-  bool loopback_fallback = false;   // nothing else was usable, so loopback is used
+  std::vector<Interface> used;     // interfaces the plugin will use, in discovery order
+  std::vector<std::string> notes;  // one line per excluded interface and why
+  bool loopback_fallback = false;  // nothing else was usable, so loopback is used
 };
 
 // Default (empty filter): every up, non-loopback interface; loopback only when nothing else is
@@ -27,11 +27,11 @@ Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilte
 // virtual interfaces (veth, bridges, lo). NCCL places channels on devices by PCI locality; each
 // device can still reach every peer because connect() routes by the peer's addresses.
 struct Device {
-  std::string name;                  // "mesh0:eth1+eth2", unique per process
-  std::string pci_path;              // first member's PCI path, empty for the virtual group
+  std::string name;      // "mesh0:eth1+eth2", unique per process
+  std::string pci_path;  // first member's PCI path, empty for the virtual group
   int numa_node = -1;
-  int speed_mbps = 0;                // fastest member's link speed (per cable, not a sum)
-  std::vector<size_t> members;       // indices into Selection::used
+  int speed_mbps = 0;           // fastest member's link speed (per cable, not a sum)
+  std::vector<size_t> members;  // indices into Selection::used
 };
 
 std::vector<Device> group_devices(const std::vector<Interface>& used);

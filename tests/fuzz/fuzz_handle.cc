@@ -10,6 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string why;
   if (!decode_handle(data, size, &h, &why)) return 0;
   uint8_t again[kHandleSize];
-  if (!encode_handle(h, again, &why) || std::memcmp(again, data, kHandleSize) != 0) __builtin_trap();
+  if (!encode_handle(h, again, &why) || std::memcmp(again, data, kHandleSize) != 0)
+    __builtin_trap();
   return 0;
 }

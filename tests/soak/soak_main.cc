@@ -154,8 +154,9 @@ int main(int argc, char** argv) {
 #if defined(__SANITIZE_ADDRESS__)
   // ASan keeps freed memory in its quarantine (up to 256 MiB), so RSS says nothing here; the
   // LeakSanitizer run at exit checks for leaks instead.
-  std::printf("RSS bound not checked under AddressSanitizer (quarantine); LeakSanitizer runs "
-              "at exit\n");
+  std::printf(
+      "RSS bound not checked under AddressSanitizer (quarantine); LeakSanitizer runs "
+      "at exit\n");
 #else
   if (growth > 4096) {
     std::printf("FAIL: RSS grew by %ld KiB\n", growth);

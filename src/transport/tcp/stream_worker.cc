@@ -13,7 +13,9 @@ StreamWorker::StreamWorker(UniqueFd fd, bool sender, int index, ErrorFn on_error
   thread_ = std::thread([this] { run(); });
 }
 
-StreamWorker::~StreamWorker() { stop(); }
+StreamWorker::~StreamWorker() {
+  stop();
+}
 
 bool StreamWorker::push(const Part& part) {
   {
@@ -66,11 +68,11 @@ void StreamWorker::run() {
         on_error_(remote ? ncclRemoteError : ncclSystemError,
                   std::string(sender_ ? "send" : "receive") + " on data stream " +
                       std::to_string(index_) + " failed: " + errno_text(err) +
-                      (remote ? " (the peer closed the connection or its process died)"
-                              : err == ETIMEDOUT ? " (no acknowledgement within "
-                                                   "NCCL_MESH_TCP_USER_TIMEOUT_MS: cable cut or "
-                                                   "peer hung?)"
-                                                 : ""));
+                      (remote             ? " (the peer closed the connection or its process died)"
+                       : err == ETIMEDOUT ? " (no acknowledgement within "
+                                            "NCCL_MESH_TCP_USER_TIMEOUT_MS: cable cut or "
+                                            "peer hung?)"
+                                          : ""));
       }
       return;
     }

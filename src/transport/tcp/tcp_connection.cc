@@ -32,7 +32,9 @@ TcpConnection::TcpConnection(bool sender, handshake::EstablishedConnection socke
   for (Request& r : pool_) r.hdr.owner = this;
 }
 
-TcpConnection::~TcpConnection() { close(); }
+TcpConnection::~TcpConnection() {
+  close();
+}
 
 void TcpConnection::close() {
   for (auto& w : workers_) w->request_stop();
@@ -100,8 +102,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, void** r
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
-  uint32_t nparts =
-      choose_parts(size, workers_.size(), options_.min_chunk, options_.inline_bytes);
+  uint32_t nparts = choose_parts(size, workers_.size(), options_.min_chunk, options_.inline_bytes);
   MessageHeader h{r->seq, static_cast<uint16_t>(nparts == 0 ? kFlagInline : 0),
                   static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
@@ -137,8 +138,8 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   std::lock_guard<std::mutex> lock(mu_);
   Request* r = allocate();
   if (r == nullptr) {
-    MESH_WARN("%s: more than %d receives in flight (NCCL's contract allows %d)",
-              describe().c_str(), NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
+    MESH_WARN("%s: more than %d receives in flight (NCCL's contract allows %d)", describe().c_str(),
+              NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
     return ncclInternalError;
   }
   r->data = static_cast<uint8_t*>(data[0]);
@@ -270,8 +271,8 @@ bool TcpConnection::progress_send(Request* r) {
 // Reads and validates the header, then the inline payload or hands parts to the workers.
 bool TcpConnection::progress_recv(Request* r) {
   while (r->header_done < kHeaderSize) {
-    const ssize_t n = recv(control_.get(), r->header + r->header_done,
-                           kHeaderSize - r->header_done, MSG_DONTWAIT);
+    const ssize_t n = recv(control_.get(), r->header + r->header_done, kHeaderSize - r->header_done,
+                           MSG_DONTWAIT);
     if (n > 0) {
       r->header_done += static_cast<size_t>(n);
       continue;
@@ -292,16 +293,15 @@ bool TcpConnection::progress_recv(Request* r) {
     const bool is_inline = (h.flags & kFlagInline) != 0;
     if ((h.flags & ~kFlagInline) != 0 || (is_inline && h.nparts != 0) ||
         (!is_inline && (h.nparts == 0 || h.nparts > workers_.size()))) {
-      fail(ncclRemoteError, "malformed message header (flags " + std::to_string(h.flags) +
-                                ", " + std::to_string(h.nparts) + " parts for " +
+      fail(ncclRemoteError, "malformed message header (flags " + std::to_string(h.flags) + ", " +
+                                std::to_string(h.nparts) + " parts for " +
                                 std::to_string(workers_.size()) + " data streams)");
       return false;
     }
     if (h.size > r->capacity) {
-      fail(ncclInvalidUsage, "message of " + std::to_string(h.size) +
-                                 " bytes exceeds the posted receive buffer of " +
-                                 std::to_string(r->capacity) +
-                                 " bytes (sender and receiver disagree on sizes)");
+      fail(ncclInvalidUsage,
+           "message of " + std::to_string(h.size) + " bytes exceeds the posted receive buffer of " +
+               std::to_string(r->capacity) + " bytes (sender and receiver disagree on sizes)");
       return false;
     }
     r->size = h.size;

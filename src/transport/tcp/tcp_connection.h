@@ -58,9 +58,9 @@ class TcpConnection final : public Connection {
   };
 
   Request* allocate();
-  void progress();               // advances the control socket; caller holds mu_
-  bool flush_cts();              // receiver: writes queued clear-to-sends
-  bool read_cts();               // sender: reads clear-to-sends
+  void progress();   // advances the control socket; caller holds mu_
+  bool flush_cts();  // receiver: writes queued clear-to-sends
+  bool read_cts();   // sender: reads clear-to-sends
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
   bool start_parts(Request* r, uint16_t nparts);

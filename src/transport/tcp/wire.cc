@@ -21,6 +21,8 @@ void encode_cts(const ClearToSend& c, uint8_t* out) {
   put_u64(out + 8, c.capacity);
 }
 
-ClearToSend decode_cts(const uint8_t* in) { return {get_u32(in), get_u32(in + 4), get_u64(in + 8)}; }
+ClearToSend decode_cts(const uint8_t* in) {
+  return {get_u32(in), get_u32(in + 4), get_u64(in + 8)};
+}
 
 }  // namespace mesh::tcp
