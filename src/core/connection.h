@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "abi/nccl_net_abi.h"
@@ -29,13 +30,19 @@ struct RequestHeader {
   Connection* owner = nullptr;
 };
 
-// A registered memory region (host memory for TCP).
+// What a transport keeps for a registration (RDMA: the memory keys per QP). TCP keeps nothing.
+struct TransportMemory {
+  virtual ~TransportMemory() = default;
+};
+
+// A registered memory region (the mhandle NCCL passes back to isend/irecv).
 struct MemoryRegion {
   ObjectTag tag = ObjectTag::kMemory;
   void* data = nullptr;
   size_t size = 0;
   int type = 0;
   const void* owner = nullptr;  // the comm it was registered on
+  std::unique_ptr<TransportMemory> transport;
 };
 
 class Connection {
@@ -49,9 +56,26 @@ class Connection {
 
   // Contract of ncclNet isend/irecv/test (see docs/design.md): never block; *request = nullptr
   // means "retry later"; errors are returned once per failing call with one WARN per comm.
-  virtual ncclResult_t isend(void* data, size_t size, int tag, void** request) = 0;
-  virtual ncclResult_t irecv(int n, void** data, size_t* sizes, int* tags, void** request) = 0;
+  // `mr`/`mrs` are the registrations NCCL passes (validated by the caller; may be null for
+  // zero-byte messages).
+  virtual ncclResult_t isend(void* data, size_t size, int tag, MemoryRegion* mr,
+                             void** request) = 0;
+  virtual ncclResult_t irecv(int n, void** data, size_t* sizes, int* tags, MemoryRegion** mrs,
+                             void** request) = 0;
   virtual ncclResult_t test(RequestHeader* request, int* done, int* sizes) = 0;
+  // ncclNet iflush: make received GPU data visible to the GPU. *request = nullptr when there
+  // is nothing to flush (host memory, TCP).
+  virtual ncclResult_t iflush(int /*n*/, void** /*data*/, int* /*sizes*/, MemoryRegion** /*mrs*/,
+                              void** request) {
+    *request = nullptr;
+    return ncclSuccess;
+  }
+  // Called by regMr after the region is filled in; a transport that needs keys attaches them
+  // (mr->transport). dmabuf_fd is -1 except for regMrDmaBuf.
+  virtual ncclResult_t register_memory(MemoryRegion* /*mr*/, int /*dmabuf_fd*/,
+                                       uint64_t /*offset*/) {
+    return ncclSuccess;
+  }
   // Stops the transport's threads and closes its sockets; never blocks on the peer.
   virtual void close() = 0;
   virtual std::string describe() const = 0;

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "core/log.h"
 #include "core/settings.h"
 #include "handshake/handle.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
+#include "transport/rdma/rdma_connection.h"
+#include "transport/rdma/wire.h"
 #include "transport/tcp/tcp_connection.h"
 
 namespace mesh {
@@ -30,6 +33,14 @@ std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
   std::string s;
   for (const auto& i : itfs) s += (s.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
   return s.empty() ? "(none)" : s;
+}
+
+rdma::QpOptions qp_options() {
+  const Settings& s = settings();
+  rdma::QpOptions opt;
+  opt.timeout = static_cast<int>(s.ib_timeout);
+  opt.retry_cnt = static_cast<int>(s.ib_retry_cnt);
+  return opt;
 }
 
 tcp::TcpOptions tcp_options() {
@@ -76,8 +87,95 @@ bool Plugin::discover(std::string* why) {
               devices_[d].name.c_str(), members.c_str(), devices_[d].speed_mbps,
               devices_[d].pci_path.empty() ? "(virtual)" : devices_[d].pci_path.c_str());
   }
+  bind_rdma();
   discovered_ = true;
   return true;
+}
+
+void Plugin::bind_rdma() {
+  const Settings& s = settings();
+  rdma_ports_.assign(selection_.used.size(), rdma::PortBinding{});
+  rdma_any_ = false;
+  if (s.transport == "tcp") return;
+  std::string why;
+  if (!rdma_.available(&why)) {
+    if (s.transport == "rdma") MESH_WARN("NCCL_MESH_TRANSPORT=rdma but %s", why.c_str());
+    else MESH_INFO(NCCL_INIT | NCCL_NET, "RDMA unavailable (%s): TCP only", why.c_str());
+    return;
+  }
+  rdma_ports_ = rdma::bind_interfaces(selection_.used, static_cast<int>(s.gid_index));
+  for (size_t i = 0; i < rdma_ports_.size(); ++i) {
+    const rdma::PortBinding& b = rdma_ports_[i];
+    const std::string& itf = selection_.used[i].name;
+    if (b.usable) {
+      rdma_any_ = true;
+      MESH_INFO(NCCL_INIT | NCCL_NET, "%s: RDMA on %s", itf.c_str(), b.why.c_str());
+    } else if (b.why.rfind("no RDMA port", 0) == 0) {
+      MESH_INFO(NCCL_INIT | NCCL_NET, "%s: %s, TCP to peers on its cable", itf.c_str(),
+                b.why.c_str());
+    } else {
+      // An RDMA port exists but cannot be used: the user expects RDMA here.
+      MESH_WARN("%s: %s; peers on this cable use TCP (run nccl-mesh-doctor)", itf.c_str(),
+                b.why.c_str());
+    }
+  }
+}
+
+int Plugin::ptr_support(const topology::Device& d) {
+  // GPU memory is only usable where every cable of the device is RDMA; GPUDirect needs the
+  // peer-memory module (NCCL_PTR_CUDA) or dma-buf registration (NCCL_PTR_DMABUF).
+  int support = NCCL_PTR_HOST;
+  if (!rdma_any_) return support;
+  for (size_t m : d.members) {
+    if (!rdma_ports_[m].usable) return support;
+  }
+  std::error_code ec;
+  const bool peermem = std::filesystem::exists("/sys/module/nvidia_peermem", ec) ||
+                       std::filesystem::exists("/sys/kernel/mm/memory_peers/nv_mem/version", ec);
+  if (peermem) support |= NCCL_PTR_CUDA;
+  std::string why;
+  rdma::Device* dev = rdma_.open(rdma_ports_[d.members[0]].device, &why);
+  if (dev != nullptr && dev->dmabuf_supported() && std::filesystem::exists("/dev/nvidiactl", ec))
+    support |= NCCL_PTR_DMABUF;
+  return support;
+}
+
+bool Plugin::accept_rdma(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
+                         std::shared_ptr<void>* state, std::string* why) {
+  rdma::SetupMessage peer;
+  if (!rdma::decode_setup(ext.data(), ext.size(), &peer, why)) return false;
+  auto lookup = [this](uint32_t addr, rdma::PortBinding* out, std::string* w) -> bool {
+    for (size_t i = 0; i < selection_.used.size(); ++i) {
+      if (selection_.used[i].addr.addr != addr) continue;
+      if (!rdma_ports_[i].usable) {
+        *w = selection_.used[i].name + " has no usable RDMA port" +
+             (rdma_ports_[i].why.empty() ? "" : " (" + rdma_ports_[i].why + ")");
+        return false;
+      }
+      *out = rdma_ports_[i];
+      return true;
+    }
+    *w = "the peer targets " + format_ipv4(addr) + ", which is not a mesh address of this host";
+    return false;
+  };
+  std::shared_ptr<rdma::Endpoint> ep = rdma::Endpoint::for_receiver(rdma_, peer, lookup, why);
+  if (!ep || !ep->connect(peer, qp_options(), why)) return false;
+  *reply = rdma::encode_setup(ep->local_setup());
+  *state = ep;
+  return true;
+}
+
+std::vector<topology::Rail> Plugin::rdma_rails(const std::vector<topology::Rail>& rails,
+                                               const handshake::Handle& h) {
+  std::vector<topology::Rail> out;
+  if (!rdma_any_) return out;
+  for (const topology::Rail& r : rails) {
+    if (!rdma_ports_[r.local_index].usable) continue;
+    for (size_t i = 0; i < h.addrs.size(); ++i) {
+      if (h.addrs[i].addr == r.peer_addr && ((h.rdma_mask >> i) & 1u) != 0) out.push_back(r);
+    }
+  }
+  return out;
 }
 
 ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffic_class,
@@ -93,6 +191,17 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
     std::vector<Ipv4Prefix> addrs;
     for (const auto& itf : selection_.used) addrs.push_back(itf.addr);
     const Settings& s = settings();
+    if (s.transport == "rdma" && !rdma_any_) {
+      MESH_WARN(
+          "init failed: NCCL_MESH_TRANSPORT=rdma but no mesh interface has a usable RDMA port "
+          "(run nccl-mesh-doctor; set NCCL_MESH_TRANSPORT=auto to allow TCP)");
+      return ncclSystemError;
+    }
+    service_.set_extension_handler(
+        [this](const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
+               std::shared_ptr<void>* state, std::string* error) {
+          return accept_rdma(ext, reply, state, error);
+        });
     if (!service_.start(addrs, static_cast<uint16_t>(s.handshake_port), s.connect_timeout_ms,
                         s.max_pending_handshakes, &why)) {
       MESH_WARN("init failed: %s", why.c_str());
@@ -126,7 +235,7 @@ bool Plugin::valid_context(void* ctx) {
 void Plugin::close_context_objects(Context* ctx) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->first.first == ctx) {
-      service_.cancel_connect(it->second);
+      service_.cancel_connect(it->second.attempt);
       it = pending_.erase(it);
     } else {
       ++it;
@@ -176,6 +285,7 @@ ncclResult_t Plugin::finalize(void* ctx) {
   delete c;
   if (contexts_.empty()) {
     service_.stop();  // the last communicator is gone: NCCL may dlclose us next
+    rdma_.close_all();
     MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
   }
   return ncclSuccess;
@@ -183,10 +293,11 @@ ncclResult_t Plugin::finalize(void* ctx) {
 
 void Plugin::shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& p : pending_) service_.cancel_connect(p.second);
+  for (auto& p : pending_) service_.cancel_connect(p.second.attempt);
   pending_.clear();
   close_context_objects(nullptr);
   service_.stop();
+  rdma_.close_all();
   for (Context* c : contexts_) delete c;
   contexts_.clear();
   legacy_ = nullptr;
@@ -214,6 +325,7 @@ ncclResult_t Plugin::properties(int dev, DeviceProperties* props) {
   props->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
   props->guid = static_cast<uint64_t>(dev);
   props->speed_mbps = d.speed_mbps;
+  props->ptr_support = ptr_support(d);
   return ncclSuccess;
 }
 
@@ -244,6 +356,12 @@ ncclResult_t Plugin::listen(void* ctx, int dev, void* handle, void** listen_comm
   handshake::Handle h;
   h.port = service_.port();
   h.addrs = advertised_addresses(dev);
+  for (size_t i = 0; i < h.addrs.size() && i < handshake::kMaxHandleAddrs; ++i) {
+    for (size_t u = 0; u < selection_.used.size(); ++u) {
+      if (selection_.used[u].addr.addr == h.addrs[i].addr && rdma_ports_[u].usable)
+        h.rdma_mask |= 1u << i;
+    }
+  }
   if (h.addrs.size() > handshake::kMaxHandleAddrs && !warned_addr_overflow_) {
     warned_addr_overflow_ = true;
     MESH_WARN(
@@ -305,16 +423,53 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     handshake::ConnectRequest req;
     req.nonce = h.nonce;
     req.port = h.port;
-    req.rails = rails;
-    // Equal streams per rail, so the cables share the bytes evenly.
-    const size_t per_rail = (static_cast<size_t>(s.tcp_streams) + rails.size() - 1) / rails.size();
-    req.ndata = static_cast<uint16_t>(
-        std::min<size_t>(per_rail * rails.size(), handshake::kMaxDataStreams));
     req.timeout_ms = s.connect_timeout_ms;
-    pending_[key] = service_.start_connect(req);
+    PendingConnect pc;
+    const auto rdma = rdma_rails(rails, h);
+    if (rdma.empty() && s.transport == "rdma") {
+      MESH_WARN(
+          "connect: NCCL_MESH_TRANSPORT=rdma but no cable to the peer (%s) has a usable RDMA "
+          "port at both ends; run nccl-mesh-doctor on both hosts, or use "
+          "NCCL_MESH_TRANSPORT=auto to allow TCP",
+          describe_addrs(h.addrs).c_str());
+      return ncclSystemError;
+    }
+    if (!rdma.empty()) {
+      // QPs per connection: a multiple of the cables, so each cable carries an equal share.
+      std::vector<rdma::RailBinding> bindings;
+      for (size_t i = 0; i < rdma.size() && i < rdma::kMaxQps; ++i) {
+        bindings.push_back({rdma_ports_[rdma[i].local_index], rdma[i].local.addr,
+                            rdma[i].peer_addr});
+      }
+      const size_t n = bindings.size();
+      const size_t nqps =
+          std::min(rdma::kMaxQps, (static_cast<size_t>(s.qps_per_conn) + n - 1) / n * n);
+      std::string setup_error;
+      pc.rdma = rdma::Endpoint::for_sender(rdma_, bindings, nqps, &setup_error);
+      if (!pc.rdma) {
+        MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
+                  setup_error.c_str(), s.transport == "rdma" ? "" : "; using TCP for this connection");
+        if (s.transport == "rdma") return ncclSystemError;
+      } else {
+        req.rails = rdma;
+        req.ndata = 0;
+        req.extension = rdma::encode_setup(pc.rdma->local_setup());
+      }
+    }
+    if (!pc.rdma) {
+      req.rails = rails;
+      // Equal streams per rail, so the cables share the bytes evenly.
+      const size_t per_rail =
+          (static_cast<size_t>(s.tcp_streams) + rails.size() - 1) / rails.size();
+      req.ndata = static_cast<uint16_t>(
+          std::min<size_t>(per_rail * rails.size(), handshake::kMaxDataStreams));
+    }
+    pc.attempt = service_.start_connect(req);
+    pending_[key] = std::move(pc);
     return ncclSuccess;
   }
-  auto attempt = it->second;
+  PendingConnect pc = it->second;
+  auto& attempt = pc.attempt;
   switch (attempt->state.load(std::memory_order_acquire)) {
     case handshake::ConnectAttempt::State::kPending:
       return ncclSuccess;
@@ -326,7 +481,22 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       break;
   }
   pending_.erase(it);
-  auto* conn = new tcp::TcpConnection(true, std::move(attempt->result), tcp_options());
+  Connection* conn = nullptr;
+  if (pc.rdma) {
+    handshake::EstablishedConnection& est = attempt->result;
+    rdma::SetupMessage peer;
+    std::string setup_error;
+    if (!rdma::decode_setup(est.peer_extension.data(), est.peer_extension.size(), &peer,
+                            &setup_error) ||
+        !pc.rdma->connect(peer, qp_options(), &setup_error)) {
+      MESH_WARN("connect to %s: RDMA setup failed: %s", attempt->description.c_str(),
+                setup_error.c_str());
+      return ncclSystemError;
+    }
+    conn = new rdma::RdmaConnection(pc.rdma, std::move(est.control), est.local, est.peer);
+  } else {
+    conn = new tcp::TcpConnection(true, std::move(attempt->result), tcp_options());
+  }
   connections_[conn] = c;
   MESH_INFO(NCCL_NET | NCCL_INIT, "connected: %s", conn->describe().c_str());
   *send_comm = conn;
@@ -344,7 +514,13 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
   }
   handshake::EstablishedConnection est;
   if (!service_.take_ready(l->endpoint, &est)) return ncclSuccess;
-  auto* conn = new tcp::TcpConnection(false, std::move(est), tcp_options());
+  Connection* conn = nullptr;
+  if (est.transport_state) {
+    auto ep = std::static_pointer_cast<rdma::Endpoint>(est.transport_state);
+    conn = new rdma::RdmaConnection(ep, std::move(est.control), est.local, est.peer);
+  } else {
+    conn = new tcp::TcpConnection(false, std::move(est), tcp_options());
+  }
   connections_[conn] = l->ctx;
   MESH_INFO(NCCL_NET | NCCL_INIT, "accepted: %s", conn->describe().c_str());
   *recv_comm = conn;
@@ -403,16 +579,25 @@ Connection* as_connection(void* comm) {
 }  // namespace
 
 ncclResult_t Plugin::reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return register_region(comm, data, size, type, 0, -1, mhandle);
+}
+
+ncclResult_t Plugin::register_region(void* comm, void* data, size_t size, int type,
+                                     uint64_t offset, int fd, void** mhandle) {
   *mhandle = nullptr;
-  if (as_connection(comm) == nullptr) {
+  Connection* conn = as_connection(comm);
+  if (conn == nullptr) {
     MESH_WARN("regMr: %p is not a send or receive comm", comm);
     return ncclInternalError;
   }
-  if (type != NCCL_PTR_HOST) {
+  // GPU memory needs an RDMA connection (TCP copies through the CPU): NCCL only passes it when
+  // the device advertised NCCL_PTR_CUDA, i.e. every cable of the device is RDMA.
+  const bool rdma = dynamic_cast<rdma::RdmaConnection*>(conn) != nullptr;
+  if (type != NCCL_PTR_HOST && !(rdma && type == NCCL_PTR_CUDA)) {
     MESH_WARN(
-        "regMr: memory type %d is not supported; this device advertises NCCL_PTR_HOST only "
-        "(is NCCL_NET_GDR_LEVEL forcing GPU Direct?)",
-        type);
+        "regMr: memory type %d is not supported on %s (host memory only here; is "
+        "NCCL_NET_GDR_LEVEL forcing GPU Direct?)",
+        type, conn->describe().c_str());
     return ncclInvalidArgument;
   }
   if (data == nullptr && size > 0) {
@@ -424,6 +609,11 @@ ncclResult_t Plugin::reg_mr(void* comm, void* data, size_t size, int type, void*
   mr->size = size;
   mr->type = type;
   mr->owner = comm;
+  const ncclResult_t rc = conn->register_memory(mr, fd, offset);
+  if (rc != ncclSuccess) {
+    delete mr;
+    return rc;
+  }
   std::lock_guard<std::mutex> lock(mr_mu_);
   regions_[comm].insert(mr);  // overlapping registrations are independent entries
   *mhandle = mr;
@@ -431,10 +621,9 @@ ncclResult_t Plugin::reg_mr(void* comm, void* data, size_t size, int type, void*
 }
 
 ncclResult_t Plugin::reg_mr_dmabuf(void* comm, void* data, size_t size, int type,
-                                   uint64_t /*offset*/, int /*fd*/, void** mhandle) {
-  // A dma-buf is GPU memory; without NCCL_PTR_DMABUF advertised NCCL only calls this for
-  // host buffers, which need no dma-buf handling over TCP.
-  return reg_mr(comm, data, size, type, mhandle);
+                                   uint64_t offset, int fd, void** mhandle) {
+  // NCCL passes fd -1 for host memory; a real dma-buf (GPU memory) is registered through it.
+  return register_region(comm, data, size, type, offset, fd, mhandle);
 }
 
 ncclResult_t Plugin::dereg_mr(void* comm, void* mhandle) {
@@ -451,7 +640,15 @@ ncclResult_t Plugin::dereg_mr(void* comm, void* mhandle) {
   return ncclSuccess;
 }
 
-ncclResult_t Plugin::isend(void* comm, void* data, size_t size, int tag, void* /*mhandle*/,
+namespace {
+// NCCL hands back the mhandle it got from regMr; a foreign pointer is reported, not used.
+bool valid_region(void* mhandle, const void* comm) {
+  auto* mr = static_cast<MemoryRegion*>(mhandle);
+  return mr == nullptr || (mr->tag == ObjectTag::kMemory && mr->owner == comm);
+}
+}  // namespace
+
+ncclResult_t Plugin::isend(void* comm, void* data, size_t size, int tag, void* mhandle,
                            void** request) {
   *request = nullptr;
   Connection* c = as_connection(comm);
@@ -463,11 +660,15 @@ ncclResult_t Plugin::isend(void* comm, void* data, size_t size, int tag, void* /
     MESH_WARN("isend: NULL buffer of %zu bytes", size);
     return ncclInvalidArgument;
   }
-  return c->isend(data, size, tag, request);
+  if (!valid_region(mhandle, comm)) {
+    MESH_WARN("isend: %p is not a registration of send comm %p", mhandle, comm);
+    return ncclInvalidArgument;
+  }
+  return c->isend(data, size, tag, static_cast<MemoryRegion*>(mhandle), request);
 }
 
 ncclResult_t Plugin::irecv(void* comm, int n, void** data, size_t* sizes, int* tags,
-                           void** /*mhandles*/, void** request) {
+                           void** mhandles, void** request) {
   *request = nullptr;
   Connection* c = as_connection(comm);
   if (c == nullptr || c->tag() != ObjectTag::kRecv) {
@@ -478,20 +679,31 @@ ncclResult_t Plugin::irecv(void* comm, int n, void** data, size_t* sizes, int* t
     MESH_WARN("irecv: invalid arguments (n=%d)", n);
     return ncclInvalidArgument;
   }
-  return c->irecv(n, data, sizes, tags, request);
+  if (mhandles != nullptr && !valid_region(mhandles[0], comm)) {
+    MESH_WARN("irecv: %p is not a registration of receive comm %p", mhandles[0], comm);
+    return ncclInvalidArgument;
+  }
+  return c->irecv(n, data, sizes, tags, reinterpret_cast<MemoryRegion**>(mhandles), request);
 }
 
-ncclResult_t Plugin::iflush(void* comm, int /*n*/, void** /*data*/, int* /*sizes*/,
-                            void** /*mhandles*/, void** request) {
-  // Host memory only: received bytes are visible once test() reports them. A NULL request tells
-  // NCCL the flush is already complete.
+ncclResult_t Plugin::iflush(void* comm, int n, void** data, int* sizes, void** mhandles,
+                            void** request) {
+  // Host memory: received bytes are visible once test() reports them and the transport returns
+  // a NULL request (already complete). GPU memory on RDMA: a loopback RDMA READ (rdma/).
   *request = nullptr;
   Connection* c = as_connection(comm);
   if (c == nullptr || c->tag() != ObjectTag::kRecv) {
     MESH_WARN("iflush: %p is not a receive comm", comm);
     return ncclInternalError;
   }
-  return ncclSuccess;
+  if (n < 1 || data == nullptr || sizes == nullptr || mhandles == nullptr) return ncclSuccess;
+  for (int i = 0; i < n; ++i) {
+    if (!valid_region(mhandles[i], comm)) {
+      MESH_WARN("iflush: %p is not a registration of receive comm %p", mhandles[i], comm);
+      return ncclInvalidArgument;
+    }
+  }
+  return c->iflush(n, data, sizes, reinterpret_cast<MemoryRegion**>(mhandles), request);
 }
 
 ncclResult_t Plugin::test(void* request, int* done, int* sizes) {

@@ -24,6 +24,8 @@
 #include "core/connection.h"
 #include "handshake/service.h"
 #include "topology/selection.h"
+#include "transport/rdma/devices.h"
+#include "transport/rdma/endpoint.h"
 
 namespace mesh {
 
@@ -94,6 +96,16 @@ class Plugin {
   bool valid_context(void* ctx);    // caller holds mu_
   void close_context_objects(Context* ctx);
   std::vector<Ipv4Prefix> advertised_addresses(int dev);
+  void bind_rdma();  // caller holds mu_, after discover
+  // Service thread: the listener's side of an RDMA connection (handshake extension).
+  bool accept_rdma(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
+                   std::shared_ptr<void>* state, std::string* why);
+  // Which rails to the peer can carry RDMA (both ends usable); empty means TCP.
+  std::vector<topology::Rail> rdma_rails(const std::vector<topology::Rail>& rails,
+                                         const handshake::Handle& h);
+  int ptr_support(const topology::Device& d);
+  ncclResult_t register_region(void* comm, void* data, size_t size, int type, uint64_t offset,
+                               int fd, void** mhandle);
 
   std::mutex mu_;
   bool discovered_ = false;
@@ -106,9 +118,18 @@ class Plugin {
   std::map<Connection*, Context*> connections_;
   // connect() in progress, keyed by (context, nonce of the peer's listen): NCCL re-calls
   // connect with the same handle until it returns a comm.
-  std::map<std::pair<Context*, handshake::Nonce>, std::shared_ptr<handshake::ConnectAttempt>>
-      pending_;
+  struct PendingConnect {
+    std::shared_ptr<handshake::ConnectAttempt> attempt;
+    std::shared_ptr<rdma::Endpoint> rdma;  // set when the connection will use RDMA
+  };
+  std::map<std::pair<Context*, handshake::Nonce>, PendingConnect> pending_;
   bool warned_addr_overflow_ = false;
+
+  // RDMA: one binding per interface of selection_.used (written once in init, before the
+  // handshake service starts, read-only afterwards, also by the service thread).
+  std::vector<rdma::PortBinding> rdma_ports_;
+  bool rdma_any_ = false;
+  rdma::DeviceRegistry rdma_;
 
   std::mutex mr_mu_;  // registrations: regMr runs on the service thread during traffic
   std::map<const void*, std::set<MemoryRegion*>> regions_;

@@ -61,6 +61,10 @@ bool assign(T* field, const std::string& text, int64_t lo, int64_t hi, std::stri
 }  // namespace
 
 bool parse_setting(const std::string& env, const std::string& text, Settings* s, std::string* why) {
+  if (env == "NCCL_MESH_TRANSPORT" && text != "auto" && text != "rdma" && text != "tcp") {
+    *why = "'" + text + "' is not auto, rdma or tcp";
+    return false;
+  }
 #define MESH_SETTINGS_PARSE(type, field, name, def, lo, hi, help) \
   if (env == name) return assign<type>(&s->field, text, lo, hi, why);
   MESH_SETTINGS(MESH_SETTINGS_PARSE)

@@ -30,7 +30,21 @@ namespace mesh {
   X(int64_t, max_pending_handshakes, "NCCL_MESH_MAX_PENDING_HANDSHAKES", 256, 1, 65536,          \
     "Unauthenticated incoming handshake sockets held at once; further ones are closed.")         \
   X(int64_t, handshake_port, "NCCL_MESH_HANDSHAKE_PORT", 0, 0, 65535,                            \
-    "TCP port of the handshake service (0 = any free port; set it for firewalls).")
+    "TCP port of the handshake service (0 = any free port; set it for firewalls).")              \
+  X(std::string, transport, "NCCL_MESH_TRANSPORT", "auto", 0, 0,                                 \
+    "auto: RDMA to a peer when both ends of the cable have a usable RDMA port, else TCP; "       \
+    "rdma: RDMA or fail with a WARN (no silent fallback); tcp: never RDMA.")                    \
+  X(int64_t, gid_index, "NCCL_MESH_GID_INDEX", -1, -1, 1023,                                     \
+    "RoCE GID index to use on every port (-1 = the RoCE v2 entry of the interface's IPv4 "      \
+    "address, read from sysfs).")                                                              \
+  X(int64_t, qps_per_conn, "NCCL_MESH_QPS_PER_CONN", 2, 1, 8,                                    \
+    "RDMA queue pairs per connection, rounded up to a multiple of the cables to the peer (at "  \
+    "most 8); each message is split over all of them.")                                       \
+  X(int64_t, ib_timeout, "NCCL_MESH_IB_TIMEOUT", 20, 1, 31,                                      \
+    "RDMA ACK timeout exponent: 4.096 us * 2^N per retry (20 = about 4 s).")                     \
+  X(int64_t, ib_retry_cnt, "NCCL_MESH_IB_RETRY_CNT", 6, 0, 6,                                    \
+    "RDMA transport retries before a QP errors (at most 6: 7 means retry forever on some "      \
+    "providers, which would turn a dead peer into a hang).")
 
 struct Settings {
 #define MESH_SETTINGS_FIELD(type, field, env, def, lo, hi, help) type field = def;

@@ -40,6 +40,7 @@ bool encode_handle(const Handle& handle, uint8_t* out, std::string* why) {
   out[5] = static_cast<uint8_t>(n);
   put_u16(out + 6, handle.port);
   std::memcpy(out + 8, handle.nonce.data(), kNonceSize);
+  put_u32(out + 28, handle.rdma_mask & ((1u << n) - 1));
   for (size_t i = 0; i < n; ++i) {
     const Ipv4Prefix& a = handle.addrs[i];
     if (a.prefix > 32) {
@@ -82,8 +83,9 @@ bool decode_handle(const uint8_t* in, size_t len, Handle* out, std::string* why)
     *why = "handshake port is 0";
     return false;
   }
-  if (get_u32(in + 28) != 0) {
-    *why = "reserved field is not zero";
+  const uint32_t rdma_mask = get_u32(in + 28);
+  if ((rdma_mask >> n) != 0) {
+    *why = "RDMA mask has bits beyond the " + std::to_string(n) + " addresses";
     return false;
   }
   for (size_t i = kHandleHeaderSize + n * kHandleAddrSize; i < kHandleSize; ++i) {
@@ -98,6 +100,7 @@ bool decode_handle(const uint8_t* in, size_t len, Handle* out, std::string* why)
   }
   Handle h;
   h.port = port;
+  h.rdma_mask = rdma_mask;
   std::memcpy(h.nonce.data(), in + 8, kNonceSize);
   h.addrs.reserve(n);
   for (size_t i = 0; i < n; ++i) {

@@ -8,7 +8,8 @@
 //   [6]  u16  handshake TCP port (non-zero)
 //   [8]  u8[16] nonce: random per listen; the listener refuses a handshake that does not present it
 //   [24] u32  checksum: FNV-1a over bytes [0,24) and [28,128)
-//   [28] u32  reserved, must be 0
+//   [28] u32  RDMA mask: bit i set = address i has a usable RDMA port (RoCE v2 GID or IB);
+//             bits at or above N must be 0
 //   [32] N x { u32 IPv4 address, u8 prefix length (0..32) }, then zero padding to 128 bytes
 #pragma once
 
@@ -25,7 +26,7 @@ namespace mesh::handshake {
 inline constexpr size_t kHandleSize = 128;
 inline constexpr size_t kNonceSize = 16;
 inline constexpr uint32_t kHandleMagic = 0x4D534831;  // "MSH1"
-inline constexpr uint8_t kHandleVersion = 1;
+inline constexpr uint8_t kHandleVersion = 2;  // 2: RDMA mask
 inline constexpr size_t kHandleHeaderSize = 32;
 inline constexpr size_t kHandleAddrSize = 5;
 inline constexpr size_t kMaxHandleAddrs = (kHandleSize - kHandleHeaderSize) / kHandleAddrSize;
@@ -36,6 +37,7 @@ struct Handle {
   uint16_t port = 0;
   Nonce nonce{};
   std::vector<Ipv4Prefix> addrs;  // the listener's addresses, in its order of preference
+  uint32_t rdma_mask = 0;         // bit i: addrs[i] can terminate an RDMA connection
 };
 
 // Writes exactly kHandleSize bytes. Addresses beyond kMaxHandleAddrs are not encoded: the caller

@@ -13,6 +13,7 @@ void encode_hello(const Hello& hello, uint8_t* out) {
   out[5] = static_cast<uint8_t>(hello.role);
   put_u16(out + 6, hello.index);
   put_u16(out + 8, hello.ndata);
+  put_u16(out + 10, hello.ext_len);
   std::memcpy(out + 16, hello.nonce.data(), kNonceSize);
   put_u64(out + 32, hello.conn_id);
   put_u32(out + 44, fnv1a(out, 44));
@@ -32,7 +33,7 @@ bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
     *why = "checksum mismatch";
     return false;
   }
-  if (get_u16(in + 10) != 0 || get_u32(in + 12) != 0 || get_u32(in + 40) != 0) {
+  if (get_u32(in + 12) != 0 || get_u32(in + 40) != 0) {
     *why = "reserved fields are not zero";
     return false;
   }
@@ -44,7 +45,15 @@ bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
   h.role = static_cast<Role>(in[5]);
   h.index = get_u16(in + 6);
   h.ndata = get_u16(in + 8);
-  if (h.ndata == 0 || h.ndata > kMaxDataStreams) {
+  h.ext_len = get_u16(in + 10);
+  if (h.ext_len > kMaxExtension || (h.ext_len != 0 && h.role != Role::kControl)) {
+    *why = "extension of " + std::to_string(h.ext_len) + " bytes on a " +
+           (h.role == Role::kControl ? "control" : "data") + " socket (at most " +
+           std::to_string(kMaxExtension) + ", control only)";
+    return false;
+  }
+  // A transport with its own data path (RDMA) needs no data sockets.
+  if ((h.ndata == 0 && h.ext_len == 0) || h.ndata > kMaxDataStreams) {
     *why = "data stream count " + std::to_string(h.ndata) + " outside 1.." +
            std::to_string(kMaxDataStreams);
     return false;
@@ -70,7 +79,7 @@ void encode_reply(HelloReply reply, uint8_t* out) {
 bool decode_reply(const uint8_t* in, HelloReply* out) {
   if (in[0] != 'M' || in[1] != 'S' || in[2] != 'R') return false;
   if (in[3] < static_cast<uint8_t>(HelloReply::kAccepted) ||
-      in[3] > static_cast<uint8_t>(HelloReply::kBusy)) {
+      in[3] > static_cast<uint8_t>(HelloReply::kSetupFailed)) {
     return false;
   }
   *out = static_cast<HelloReply>(in[3]);
@@ -87,6 +96,8 @@ const char* reply_text(HelloReply reply) {
       return "refused: malformed handshake";
     case HelloReply::kBusy:
       return "refused: the peer's handshake service is saturated";
+    case HelloReply::kSetupFailed:
+      return "refused: the peer could not set up the transport (see the WARN in its log)";
   }
   return "unknown reply";
 }

@@ -4,11 +4,16 @@
 // Hello layout (kHelloSize bytes, big-endian):
 //   [0]  u32 magic 'MSHH'       [4] u8 version      [5] u8 role (0 control, 1 data)
 //   [6]  u16 stream index       [8] u16 number of data streams (1..kMaxDataStreams)
-//   [10] u16 reserved (0)       [12] u32 reserved (0)
+//   [10] u16 extension length   [12] u32 reserved (0)
 //   [16] u8[16] nonce from the listener's handle
 //   [32] u64 connection id (random, chosen by the connector; groups the sockets)
 //   [40] u32 reserved (0)       [44] u32 FNV-1a checksum of bytes [0,44)
 // Reply: 4 bytes 'M','S','R',code (HelloReply).
+//
+// Extension (version 2): a control-socket hello may be followed by `extension length` bytes
+// (1..kMaxExtension) of transport setup (RDMA: transport/rdma/wire.h); the connection then
+// may have 0 data sockets. An accepted reply to such a hello is followed by u16 length + the
+// listener's own extension (1..kMaxExtension bytes). Data-socket hellos carry no extension.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +27,8 @@ namespace mesh::handshake {
 inline constexpr size_t kHelloSize = 48;
 inline constexpr size_t kReplySize = 4;
 inline constexpr uint32_t kHelloMagic = 0x4D534848;  // "MSHH"
-inline constexpr uint8_t kHelloVersion = 1;
+inline constexpr uint8_t kHelloVersion = 2;
+inline constexpr size_t kMaxExtension = 1024;
 inline constexpr uint16_t kMaxDataStreams = 64;
 
 enum class Role : uint8_t { kControl = 0, kData = 1 };
@@ -32,6 +38,7 @@ enum class HelloReply : uint8_t {
   kWrongNonce = 2,  // no open listen has this nonce: stale or forged handle
   kMalformed = 3,   // the hello failed validation
   kBusy = 4,        // too many unauthenticated handshakes pending
+  kSetupFailed = 5,  // the listener could not set up the requested transport (see its WARN)
 };
 
 struct Hello {
@@ -40,6 +47,7 @@ struct Hello {
   uint16_t ndata = 1;
   Nonce nonce{};
   uint64_t conn_id = 0;
+  uint16_t ext_len = 0;  // transport extension bytes following a control hello
 };
 
 void encode_hello(const Hello& hello, uint8_t* out);

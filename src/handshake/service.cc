@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/byte_order.h"
 #include "core/log.h"
 #include "core/random.h"
 
@@ -48,6 +49,10 @@ struct Service::Incoming : Watch {
   sockaddr_in peer{};
   uint8_t buf[kHelloSize] = {};
   size_t got = 0;
+  bool have_hello = false;
+  Hello hello;
+  std::vector<uint8_t> ext;  // extension bytes (hello.ext_len, bounded by kMaxExtension)
+  size_t ext_got = 0;
   int64_t since_ms = 0;
   Incoming() : Watch(Type::kIncoming) {}
 };
@@ -59,9 +64,10 @@ struct Service::Outgoing : Watch {
   uint16_t index = 0;
   size_t rail = 0;
   Phase phase = Phase::kBackoff;
-  uint8_t hello[kHelloSize] = {};
+  std::vector<uint8_t> hello;  // the hello, plus the extension on the control socket
   size_t sent = 0;
-  uint8_t reply[kReplySize] = {};
+  bool expect_ext = false;  // an accepted reply is followed by u16 length + extension
+  std::vector<uint8_t> reply = std::vector<uint8_t>(kReplySize);
   size_t got = 0;
   int64_t retry_at_ms = 0;
   int64_t backoff_ms = kRetryMinMs;
@@ -87,6 +93,7 @@ struct Service::Group {
   int64_t since_ms = 0;
   std::string peer;
   std::string local;
+  std::shared_ptr<void> transport_state;
 };
 
 Service::Service() = default;
@@ -241,8 +248,15 @@ std::shared_ptr<ConnectAttempt> Service::start_connect(const ConnectRequest& req
     out->index = static_cast<uint16_t>(i == 0 ? 0 : i - 1);
     out->rail = i == 0 ? 0 : out->index % nrails;
     out->owner = a.get();
-    Hello hello{out->role, out->index, req.ndata, req.nonce, a->conn_id};
-    encode_hello(hello, out->hello);
+    const bool ext = i == 0 && !req.extension.empty();
+    Hello hello{out->role, out->index, req.ndata, req.nonce, a->conn_id,
+                static_cast<uint16_t>(ext ? req.extension.size() : 0)};
+    out->hello.resize(kHelloSize);
+    encode_hello(hello, out->hello.data());
+    if (ext) {
+      out->hello.insert(out->hello.end(), req.extension.begin(), req.extension.end());
+      out->expect_ext = true;
+    }
     a->socks.push_back(std::move(out));
   }
   std::shared_ptr<ConnectAttempt> pub = a->pub;
@@ -340,18 +354,34 @@ void Service::handle_listener(int fd) {
 
 void Service::handle_incoming(Incoming* in) {
   for (;;) {
-    const ssize_t n = recv(in->fd, in->buf + in->got, kHelloSize - in->got, 0);
+    ssize_t n;
+    if (!in->have_hello) {
+      n = recv(in->fd, in->buf + in->got, kHelloSize - in->got, 0);
+    } else {
+      n = recv(in->fd, in->ext.data() + in->ext_got, in->ext.size() - in->ext_got, 0);
+    }
     if (n > 0) {
+      if (in->have_hello) {
+        in->ext_got += static_cast<size_t>(n);
+        if (in->ext_got < in->ext.size()) continue;
+        accept_hello(in, in->hello);
+        return;
+      }
       in->got += static_cast<size_t>(n);
       if (in->got < kHelloSize) continue;
-      Hello hello;
       std::string why;
-      if (!decode_hello(in->buf, &hello, &why)) {
+      if (!decode_hello(in->buf, &in->hello, &why)) {
         refuse(in, HelloReply::kMalformed, why);
         return;
       }
-      accept_hello(in, hello);
-      return;
+      if (in->hello.ext_len == 0) {
+        accept_hello(in, in->hello);
+        return;
+      }
+      // The length was validated (<= kMaxExtension) before anything is allocated from it.
+      in->have_hello = true;
+      in->ext.resize(in->hello.ext_len);
+      continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     // EOF or error before a whole hello: a port scan or a peer that gave up. Not worth a WARN.
@@ -409,10 +439,27 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
            "stream " + std::to_string(hello.index) + " duplicated or inconsistent stream count");
     return;
   }
-  uint8_t reply[kReplySize];
-  encode_reply(HelloReply::kAccepted, reply);
-  if (send(in->fd, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT) != kReplySize) {
-    drop_incoming(in);  // a fresh socket always has room for 4 bytes: the peer is gone
+  std::vector<uint8_t> reply(kReplySize);
+  if (hello.ext_len > 0) {
+    std::vector<uint8_t> ext_reply;
+    std::shared_ptr<void> state;
+    std::string why = "this process does not support transport extensions";
+    if (!extension_handler_ || !extension_handler_(in->ext, &ext_reply, &state, &why)) {
+      groups_.erase(key);  // a control hello is the first of its group (no data sockets)
+      refuse(in, HelloReply::kSetupFailed, why);
+      return;
+    }
+    g.transport_state = std::move(state);
+    reply.resize(kReplySize + 2);
+    put_u16(reply.data() + kReplySize, static_cast<uint16_t>(ext_reply.size()));
+    reply.insert(reply.end(), ext_reply.begin(), ext_reply.end());
+  }
+  encode_reply(HelloReply::kAccepted, reply.data());
+  if (send(in->fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(reply.size())) {
+    // A fresh socket always has room for a reply (at most ~1 KiB): the peer is gone.
+    groups_.erase(key);
+    drop_incoming(in);
     return;
   }
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in->fd, nullptr);
@@ -434,6 +481,7 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
     c.data = std::move(g.data);
     c.peer = g.peer;
     c.local = g.local;
+    c.transport_state = std::move(g.transport_state);
     MESH_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s with %zu data streams",
               c.peer.c_str(), c.local.c_str(), c.data.size());
     ep->ready.push_back(std::move(c));
@@ -447,6 +495,7 @@ void Service::open_outgoing(Attempt* a, Outgoing* out) {
   out->fd = out->sock.get();
   out->sent = 0;
   out->got = 0;
+  out->reply.assign(kReplySize, 0);
   sockaddr_in local = make_sockaddr(rail.local.addr, 0);
   sockaddr_in peer = make_sockaddr(rail.peer_addr, a->req.port);
   // Binding the source address puts the socket on the cable of that subnet.
@@ -501,14 +550,14 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
     out->phase = Outgoing::Phase::kSending;
   }
   if (out->phase == Outgoing::Phase::kSending) {
-    const ssize_t n =
-        send(out->fd, out->hello + out->sent, kHelloSize - out->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = send(out->fd, out->hello.data() + out->sent, out->hello.size() - out->sent,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       retry("sending the hello: " + errno_text(errno));
       return;
     }
     if (n > 0) out->sent += static_cast<size_t>(n);
-    if (out->sent < kHelloSize) return;
+    if (out->sent < out->hello.size()) return;
     out->phase = Outgoing::Phase::kAwaitingReply;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -516,24 +565,44 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
     epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, out->fd, &ev);
   }
   if (out->phase == Outgoing::Phase::kAwaitingReply) {
-    const ssize_t n = recv(out->fd, out->reply + out->got, kReplySize - out->got, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n <= 0) {
-      fail_attempt(a, "the peer closed the handshake socket without answering (" +
-                          (n == 0 ? std::string("EOF") : errno_text(errno)) +
-                          "); is the peer process still alive and running the same plugin?");
-      return;
-    }
-    out->got += static_cast<size_t>(n);
-    if (out->got < kReplySize) return;
-    HelloReply reply;
-    if (!decode_reply(out->reply, &reply)) {
-      fail_attempt(a, "the peer answered with bytes that are not an nccl-mesh reply");
-      return;
-    }
-    if (reply != HelloReply::kAccepted) {
-      fail_attempt(a, std::string("the peer ") + reply_text(reply));
-      return;
+    for (;;) {
+      const ssize_t n =
+          recv(out->fd, out->reply.data() + out->got, out->reply.size() - out->got, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      if (n <= 0) {
+        fail_attempt(a, "the peer closed the handshake socket without answering (" +
+                            (n == 0 ? std::string("EOF") : errno_text(errno)) +
+                            "); is the peer process still alive and running the same plugin?");
+        return;
+      }
+      out->got += static_cast<size_t>(n);
+      if (out->got < out->reply.size()) continue;
+      if (out->got == kReplySize) {
+        HelloReply reply;
+        if (!decode_reply(out->reply.data(), &reply)) {
+          fail_attempt(a, "the peer answered with bytes that are not an nccl-mesh reply");
+          return;
+        }
+        if (reply != HelloReply::kAccepted) {
+          fail_attempt(a, std::string("the peer ") + reply_text(reply));
+          return;
+        }
+        if (!out->expect_ext) break;
+        out->reply.resize(kReplySize + 2);  // the extension's length
+        continue;
+      }
+      if (out->got == kReplySize + 2) {
+        const size_t len = get_u16(out->reply.data() + kReplySize);
+        if (len == 0 || len > kMaxExtension) {
+          fail_attempt(a, "the peer answered with an extension of " + std::to_string(len) +
+                              " bytes (1.." + std::to_string(kMaxExtension) + " allowed)");
+          return;
+        }
+        out->reply.resize(kReplySize + 2 + len);
+        continue;
+      }
+      a->pub->result.peer_extension.assign(out->reply.begin() + kReplySize + 2, out->reply.end());
+      break;
     }
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
     out->phase = Outgoing::Phase::kDone;

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,18 @@ struct EstablishedConnection {
   std::vector<UniqueFd> data;  // index = stream index
   std::string peer;            // "addr:port" of the control socket's peer, for messages
   std::string local;           // local "addr:port" of the control socket
+  // Transport extension (hello.h): the connector gets the listener's reply bytes; the listener
+  // gets what its extension handler built (e.g. an RDMA endpoint with connected QPs).
+  std::vector<uint8_t> peer_extension;
+  std::shared_ptr<void> transport_state;
 };
+
+// Runs on the service thread for a control hello that carries an extension: builds the
+// listener's side of the transport from the connector's bytes, returns the reply bytes
+// (1..kMaxExtension) and the state handed to accept(). False (with *why) refuses the connection.
+using ExtensionHandler = std::function<bool(const std::vector<uint8_t>& extension,
+                                            std::vector<uint8_t>* reply,
+                                            std::shared_ptr<void>* state, std::string* why)>;
 
 // One open listen comm's state inside the service (guarded by the service mutex).
 struct ListenEndpoint {
@@ -59,7 +71,8 @@ struct ConnectRequest {
   Nonce nonce{};
   uint16_t port = 0;
   std::vector<topology::Rail> rails;  // control on rails[0]; data stream i on rails[i % n]
-  uint16_t ndata = 1;
+  uint16_t ndata = 1;             // 0 only with an extension
+  std::vector<uint8_t> extension;  // sent after the control hello (empty: plain TCP)
   int64_t timeout_ms = 30000;
 };
 
@@ -77,6 +90,8 @@ class Service {
   void stop();
   bool running() const { return thread_.joinable(); }
   uint16_t port() const { return port_; }
+  // Set before start(); without one, hellos with an extension are refused.
+  void set_extension_handler(ExtensionHandler handler) { extension_handler_ = std::move(handler); }
 
   std::shared_ptr<ListenEndpoint> open_listen();
   void close_listen(const std::shared_ptr<ListenEndpoint>& ep);
@@ -118,6 +133,7 @@ class Service {
   std::unique_ptr<Watch> wake_watch_;
   std::vector<std::unique_ptr<Incoming>> dead_incoming_;  // freed after each event batch
   uint16_t port_ = 0;
+  ExtensionHandler extension_handler_;
   int64_t timeout_ms_ = 30000;
   size_t max_pending_ = 256;
   int64_t last_busy_warn_ms_ = 0;

@@ -9,21 +9,12 @@
 #include <fstream>
 
 #include "core/ipv4.h"
+#include "topology/sysfs_files.h"
 
 namespace mesh::topology {
 namespace {
 
 namespace fs = std::filesystem;
-
-// First line of a sysfs file, trailing whitespace removed; nullopt when unreadable (sysfs
-// answers EINVAL for unused GID slots' attributes).
-std::optional<std::string> read_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string line;
-  if (!f || !std::getline(f, line)) return std::nullopt;
-  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-  return line;
-}
 
 std::optional<long> parse_long(const std::string& text, int base) {
   if (text.empty()) return std::nullopt;
@@ -44,16 +35,6 @@ std::vector<int> numeric_entries(const std::string& dir) {
         std::all_of(name.begin(), name.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
     if (!numeric) continue;
     out.push_back(std::atoi(name.c_str()));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<std::string> entry_names(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    out.push_back(it->path().filename().string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -150,20 +131,20 @@ RdmaPort read_rdma_port(const std::string& device_dir, const std::string& device
   p.device = device;
   p.port = port;
   const std::string dir = device_dir + "/ports/" + std::to_string(port);
-  p.state = read_line(dir + "/state").value_or("");
-  p.phys_state = read_line(dir + "/phys_state").value_or("");
-  p.rate = read_line(dir + "/rate").value_or("");
-  p.active_mtu = parse_active_mtu(read_line(dir + "/active_mtu"));
-  const std::string ll = read_line(dir + "/link_layer").value_or("");
+  p.state = read_first_line(dir + "/state").value_or("");
+  p.phys_state = read_first_line(dir + "/phys_state").value_or("");
+  p.rate = read_first_line(dir + "/rate").value_or("");
+  p.active_mtu = parse_active_mtu(read_first_line(dir + "/active_mtu"));
+  const std::string ll = read_first_line(dir + "/link_layer").value_or("");
   if (ll == "Ethernet") p.link_layer = LinkLayer::kEthernet;
   if (ll == "InfiniBand") p.link_layer = LinkLayer::kInfiniBand;
-  if (const auto lid = read_line(dir + "/lid")) {
+  if (const auto lid = read_first_line(dir + "/lid")) {
     if (const auto v = parse_long(*lid, 16)) p.lid = static_cast<int>(*v);
   }
 
   for (int i : numeric_entries(dir + "/gids")) {
     const std::string n = std::to_string(i);
-    const auto text = read_line(dir + "/gids/" + n);
+    const auto text = read_first_line(dir + "/gids/" + n);
     if (!text) continue;
     const auto gid = parse_gid(*text);
     // Unused slots read as all zeros; they are not entries a connection can use.
@@ -171,8 +152,8 @@ RdmaPort read_rdma_port(const std::string& device_dir, const std::string& device
     GidEntry e;
     e.index = i;
     e.gid = *gid;
-    e.type = parse_gid_type(read_line(dir + "/gid_attrs/types/" + n));
-    e.ndev = read_line(dir + "/gid_attrs/ndevs/" + n).value_or("");
+    e.type = parse_gid_type(read_first_line(dir + "/gid_attrs/types/" + n));
+    e.ndev = read_first_line(dir + "/gid_attrs/ndevs/" + n).value_or("");
     add_unique(p.netdevs, e.ndev);
     p.gids.push_back(std::move(e));
   }
@@ -181,9 +162,9 @@ RdmaPort read_rdma_port(const std::string& device_dir, const std::string& device
   // On a multi-port device, dev_port (0-based) says which port a netdev belongs to.
   const std::string net_dir = device_dir + "/device/net";
   const size_t nports = numeric_entries(device_dir + "/ports").size();
-  for (const std::string& nd : entry_names(net_dir)) {
+  for (const std::string& nd : directory_entries(net_dir)) {
     if (nports > 1) {
-      const auto dev_port = read_line(net_dir + "/" + nd + "/dev_port");
+      const auto dev_port = read_first_line(net_dir + "/" + nd + "/dev_port");
       const auto v = dev_port ? parse_long(*dev_port, 10) : std::nullopt;
       if (v && *v + 1 != port) continue;
     }
@@ -195,7 +176,7 @@ RdmaPort read_rdma_port(const std::string& device_dir, const std::string& device
 std::vector<RdmaPort> discover_rdma_ports(const std::string& sysfs_root) {
   std::vector<RdmaPort> out;
   const std::string class_dir = sysfs_root + "/class/infiniband";
-  for (const std::string& dev : entry_names(class_dir)) {
+  for (const std::string& dev : directory_entries(class_dir)) {
     const std::string dev_dir = class_dir + "/" + dev;
     for (int port : numeric_entries(dev_dir + "/ports")) {
       out.push_back(read_rdma_port(dev_dir, dev, port));

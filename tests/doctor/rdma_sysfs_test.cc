@@ -247,3 +247,77 @@ TEST(Gid, ParseFormatAndIpv4Mapping) {
 
 }  // namespace
 }  // namespace mesh::topology
+
+// The transport's view: one binding per mesh interface, from the same sysfs rules.
+
+#include "transport/rdma/devices.h"
+
+namespace mesh::rdma {
+namespace {
+
+using doctor::testing::addr;
+using doctor::testing::TempDir;
+
+topology::Interface itf(const std::string& name, const std::string& a) {
+  topology::Interface i;
+  i.name = name;
+  i.addr = {addr(a.c_str()), 24};
+  i.up = true;
+  return i;
+}
+
+TEST(RdmaBinding, MapsEachInterfaceToItsPortAndRoceV2Gid) {
+  TempDir t;
+  topology::connectx(t);
+  topology::port_attrs(t, "rxe_a", 1, "Ethernet");
+  topology::gid(t, "rxe_a", 1, 0, "fe80:0000:0000:0000:b0c4:12ff:fe34:5601", "RoCE v2", "sr0a");
+  topology::gid(t, "rxe_a", 1, 1, "0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2", "sr0a");
+  const auto b = bind_interfaces(
+      {itf("sr0a", "198.18.0.1"), itf("enp1s0f0np0", "10.0.0.1"), itf("eth9", "10.9.0.1")}, -1,
+      t.path());
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_TRUE(b[0].usable);
+  EXPECT_EQ(b[0].device, "rxe_a");
+  EXPECT_EQ(b[0].gid_index, 1);
+  EXPECT_EQ(topology::format_gid(b[0].gid), "::ffff:198.18.0.1");
+  EXPECT_TRUE(b[1].usable);
+  EXPECT_EQ(b[1].device, "mlx5_0");
+  EXPECT_EQ(b[1].gid_index, 3);
+  EXPECT_FALSE(b[2].usable);
+  EXPECT_EQ(b[2].why, "no RDMA port on eth9");
+}
+
+TEST(RdmaBinding, UnusablePortsSayWhatWasFound) {
+  TempDir t;
+  topology::port_attrs(t, "rxe_down", 1, "Ethernet");
+  t.write("class/infiniband/rxe_down/ports/1/state", "1: DOWN");
+  topology::gid(t, "rxe_down", 1, 1, "0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2",
+                "sr0a");
+  topology::port_attrs(t, "v1only", 1, "Ethernet");
+  topology::gid(t, "v1only", 1, 0, "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1",
+                "eth1");
+  const auto b =
+      bind_interfaces({itf("sr0a", "198.18.0.1"), itf("eth1", "10.0.0.1")}, -1, t.path());
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_FALSE(b[0].usable);
+  EXPECT_NE(b[0].why.find("DOWN"), std::string::npos) << b[0].why;
+  EXPECT_FALSE(b[1].usable);
+  EXPECT_NE(b[1].why.find("RoCE v1"), std::string::npos) << b[1].why;
+}
+
+TEST(RdmaBinding, OverrideAndInfiniband) {
+  TempDir t;
+  topology::connectx(t);
+  topology::port_attrs(t, "mlx5_ib", 1, "InfiniBand");
+  t.mkdir("class/infiniband/mlx5_ib/device/net/ib0");
+  const auto b =
+      bind_interfaces({itf("enp1s0f0np0", "10.0.0.1"), itf("ib0", "10.1.0.1")}, 1, t.path());
+  EXPECT_TRUE(b[0].usable);
+  EXPECT_EQ(b[0].gid_index, 1);  // NCCL_MESH_GID_INDEX=1 wins (with a note in why)
+  EXPECT_TRUE(b[1].usable);
+  EXPECT_TRUE(b[1].use_lid);
+  EXPECT_EQ(b[1].gid_index, -1);
+}
+
+}  // namespace
+}  // namespace mesh::rdma

@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint8_t again[kHelloSize];
     encode_hello(h, again);
     if (std::memcmp(again, data, kHelloSize) != 0) __builtin_trap();
-    if (h.ndata == 0 || h.ndata > kMaxDataStreams) __builtin_trap();
+    if ((h.ndata == 0 && h.ext_len == 0) || h.ndata > kMaxDataStreams) __builtin_trap();
+    if (h.ext_len > kMaxExtension || (h.ext_len != 0 && h.role != Role::kControl)) __builtin_trap();
   }
   HelloReply r;
   (void)decode_reply(data, &r);

@@ -111,7 +111,7 @@ TEST(HandleCodec, LayoutIsBigEndianAsDocumented) {
   EXPECT_EQ(b[1], 'S');
   EXPECT_EQ(b[2], 'H');
   EXPECT_EQ(b[3], '1');
-  EXPECT_EQ(b[4], 1);  // version
+  EXPECT_EQ(b[4], 2);  // version
   EXPECT_EQ(b[5], 2);  // address count
   EXPECT_EQ(b[6], 0x12);
   EXPECT_EQ(b[7], 0x34);
@@ -260,7 +260,7 @@ TEST(HandleDecode, RejectsBadMagic) {
 }
 
 TEST(HandleDecode, RejectsOtherVersions) {
-  for (const uint8_t version : std::initializer_list<uint8_t>{0, 2, 255}) {
+  for (const uint8_t version : std::initializer_list<uint8_t>{0, 1, 3, 255}) {
     Buffer b = encoded(make_handle(2));
     b[4] = version;
     resign(b);
@@ -307,13 +307,38 @@ TEST(HandleDecode, RejectsPortZero) {
   expect_rejected(b, "port is 0");
 }
 
-TEST(HandleDecode, RejectsNonZeroReserved) {
-  for (size_t i = 28; i < 32; ++i) {
-    Buffer b = encoded(make_handle(2));
-    b[i] = 0x01;
-    resign(b);
-    expect_rejected(b, "reserved");
+TEST(HandleDecode, RdmaMaskBitsOnlyForPresentAddresses) {
+  for (const size_t n : {size_t{1}, size_t{2}, kMaxHandleAddrs}) {
+    for (uint32_t bit = 0; bit < 32; ++bit) {
+      Buffer b = encoded(make_handle(n));
+      const uint32_t mask = 1u << bit;
+      b[28] = static_cast<uint8_t>(mask >> 24);
+      b[29] = static_cast<uint8_t>(mask >> 16);
+      b[30] = static_cast<uint8_t>(mask >> 8);
+      b[31] = static_cast<uint8_t>(mask);
+      resign(b);
+      SCOPED_TRACE(std::to_string(n) + " addresses, bit " + std::to_string(bit));
+      if (bit < n) {
+        Handle out;
+        std::string why;
+        ASSERT_TRUE(decode_handle(b.data(), b.size(), &out, &why)) << why;
+        EXPECT_EQ(out.rdma_mask, mask);
+      } else {
+        expect_rejected(b, "RDMA mask");
+      }
+    }
   }
+}
+
+TEST(HandleCodec, RdmaMaskRoundTripsAndIsTrimmedToTheAddresses) {
+  Handle h = make_handle(3);
+  h.rdma_mask = 0xFFFFFFFFu;  // more bits than addresses: only the first 3 are encoded
+  Buffer b{};
+  std::string why;
+  ASSERT_TRUE(encode_handle(h, b.data(), &why)) << why;
+  Handle out;
+  ASSERT_TRUE(decode_handle(b.data(), b.size(), &out, &why)) << why;
+  EXPECT_EQ(out.rdma_mask, 0x7u);
 }
 
 TEST(HandleDecode, RejectsNonZeroPaddingAtEveryPosition) {

@@ -75,7 +75,7 @@ void expect_rejected(const Buffer& b, const std::string& reason) {
 
 TEST(HelloCodec, LayoutIsBigEndianAsDocumented) {
   const Buffer b = encoded(make_hello(Role::kData, 0x0102, 0x0003));
-  const uint8_t header[] = {'M', 'S', 'H', 'H', 1, 1, 0x01, 0x02, 0x00, 0x03};
+  const uint8_t header[] = {'M', 'S', 'H', 'H', 2, 1, 0x01, 0x02, 0x00, 0x03};
   for (size_t i = 0; i < sizeof(header); ++i) EXPECT_EQ(b[i], header[i]) << i;
   for (size_t i = 10; i < 16; ++i) EXPECT_EQ(b[i], 0) << i;
   for (size_t i = 0; i < kNonceSize; ++i) EXPECT_EQ(b[16 + i], 0x30 + i) << i;
@@ -132,7 +132,7 @@ TEST(HelloDecode, RejectsBadMagic) {
 }
 
 TEST(HelloDecode, RejectsOtherVersions) {
-  for (const uint8_t v : std::initializer_list<uint8_t>{0, 2, 255}) {
+  for (const uint8_t v : std::initializer_list<uint8_t>{0, 1, 3, 255}) {
     Buffer b = encoded(make_hello(Role::kControl, 0, 4));
     b[4] = v;
     resign(b);
@@ -179,8 +179,34 @@ TEST(HelloDecode, RejectsIndexOutOfRange) {
   }
 }
 
+TEST(HelloDecode, ExtensionOnlyOnControlAndBounded) {
+  {  // A control hello may announce an extension, and then needs no data sockets.
+    Hello h = make_hello(Role::kControl, 0, 0);
+    h.ext_len = 656;
+    Buffer b = encoded(h);
+    Hello out;
+    std::string why;
+    ASSERT_TRUE(decode_hello(b.data(), &out, &why)) << why;
+    EXPECT_EQ(out.ext_len, 656);
+    EXPECT_EQ(out.ndata, 0);
+  }
+  {  // Over the bound: nothing is allocated from a peer's length.
+    Hello h = make_hello(Role::kControl, 0, 0);
+    h.ext_len = static_cast<uint16_t>(kMaxExtension + 1);
+    expect_rejected(encoded(h), "extension");
+  }
+  {  // Data sockets carry no extension.
+    Hello h = make_hello(Role::kData, 1, 4);
+    h.ext_len = 16;
+    expect_rejected(encoded(h), "extension");
+  }
+  {  // Zero data sockets only with an extension.
+    expect_rejected(encoded(make_hello(Role::kControl, 0, 0)), "data stream count 0");
+  }
+}
+
 TEST(HelloDecode, RejectsNonZeroReservedFields) {
-  for (const size_t i : {10, 11, 12, 13, 14, 15, 40, 41, 42, 43}) {
+  for (const size_t i : {12, 13, 14, 15, 40, 41, 42, 43}) {
     Buffer b = encoded(make_hello(Role::kData, 1, 4));
     b[i] = 0x01;
     resign(b);
@@ -240,7 +266,7 @@ TEST(HelloReply, RoundTripEveryReply) {
 TEST(HelloReply, RejectsInvalidReplies) {
   const std::array<std::array<uint8_t, 4>, 8> bad = {{
       {'M', 'S', 'R', 0},
-      {'M', 'S', 'R', 5},
+      {'M', 'S', 'R', 6},
       {'M', 'S', 'R', 255},
       {'X', 'S', 'R', 1},
       {'M', 'X', 'R', 1},

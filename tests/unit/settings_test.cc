@@ -218,7 +218,12 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_TCP_INLINE_BYTES",
                                       "NCCL_MESH_TCP_USER_TIMEOUT_MS",
                                       "NCCL_MESH_MAX_PENDING_HANDSHAKES",
-                                      "NCCL_MESH_HANDSHAKE_PORT"};
+                                      "NCCL_MESH_HANDSHAKE_PORT",
+                                      "NCCL_MESH_TRANSPORT",
+                                      "NCCL_MESH_GID_INDEX",
+                                      "NCCL_MESH_QPS_PER_CONN",
+                                      "NCCL_MESH_IB_TIMEOUT",
+                                      "NCCL_MESH_IB_RETRY_CNT"};
   EXPECT_EQ(asked, want);
 }
 
@@ -300,6 +305,11 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_TCP_USER_TIMEOUT_MS", "integer", "20000", "0..3600000"},
       {"NCCL_MESH_MAX_PENDING_HANDSHAKES", "integer", "256", "1..65536"},
       {"NCCL_MESH_HANDSHAKE_PORT", "integer", "0", "0..65535"},
+      {"NCCL_MESH_TRANSPORT", "string", "auto", ""},
+      {"NCCL_MESH_GID_INDEX", "integer", "-1", "-1..1023"},
+      {"NCCL_MESH_QPS_PER_CONN", "integer", "2", "1..8"},
+      {"NCCL_MESH_IB_TIMEOUT", "integer", "20", "1..31"},
+      {"NCCL_MESH_IB_RETRY_CNT", "integer", "6", "0..6"},
   };
   const std::vector<SettingInfo> table = setting_table();
   ASSERT_EQ(table.size(), std::size(want));
@@ -325,17 +335,26 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_TCP_USER_TIMEOUT_MS", &Settings::tcp_user_timeout_ms},
       {"NCCL_MESH_MAX_PENDING_HANDSHAKES", &Settings::max_pending_handshakes},
       {"NCCL_MESH_HANDSHAKE_PORT", &Settings::handshake_port},
+      {"NCCL_MESH_GID_INDEX", &Settings::gid_index},
+      {"NCCL_MESH_QPS_PER_CONN", &Settings::qps_per_conn},
+      {"NCCL_MESH_IB_TIMEOUT", &Settings::ib_timeout},
+      {"NCCL_MESH_IB_RETRY_CNT", &Settings::ib_retry_cnt},
+  };
+  const std::map<std::string, std::string Settings::*> strings = {
+      {"NCCL_MESH_IFNAME", &Settings::ifname},
+      {"NCCL_MESH_TRANSPORT", &Settings::transport},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;
-    s.ifname = "changed";
+    for (const auto& [env, field] : strings) s.*field = "changed";
     for (const auto& [env, field] : fields) s.*field = -7;
     std::string why;
     ASSERT_TRUE(parse_setting(info.env, info.default_value, &s, &why)) << info.env << ": " << why;
     const auto it = fields.find(info.env);
     if (it == fields.end()) {
-      EXPECT_STREQ(info.env, "NCCL_MESH_IFNAME");
-      EXPECT_EQ(s.ifname, defaults.ifname);
+      const auto str = strings.find(info.env);
+      ASSERT_NE(str, strings.end()) << info.env;
+      EXPECT_EQ(s.*(str->second), defaults.*(str->second));
     } else {
       EXPECT_EQ(s.*(it->second), defaults.*(it->second)) << info.env;
     }
@@ -344,3 +363,22 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
 
 }  // namespace
 }  // namespace mesh
+
+namespace {
+using namespace mesh;
+TEST(ParseSetting, TransportAcceptsOnlyItsThreeValues) {
+  for (const char* ok : {"auto", "rdma", "tcp"}) {
+    Settings s;
+    std::string why;
+    EXPECT_TRUE(parse_setting("NCCL_MESH_TRANSPORT", ok, &s, &why)) << ok;
+    EXPECT_EQ(s.transport, ok);
+  }
+  for (const char* bad : {"", "RDMA", "ib", "tcp ", "socket"}) {
+    Settings s;
+    std::string why;
+    EXPECT_FALSE(parse_setting("NCCL_MESH_TRANSPORT", bad, &s, &why)) << bad;
+    EXPECT_NE(why.find("auto, rdma or tcp"), std::string::npos) << why;
+    EXPECT_EQ(s.transport, "auto");
+  }
+}
+}  // namespace

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "topology/interface.h"
+#include "topology/sysfs_files.h"
 
 extern char** environ;  // POSIX; <unistd.h> declares it only under _GNU_SOURCE
 
@@ -18,26 +19,6 @@ namespace mesh::doctor {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::optional<std::string> read_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string line;
-  if (!f || !std::getline(f, line)) return std::nullopt;
-  while (!line.empty() && (line.back() == '\n' || line.back() == ' ' || line.back() == '\r')) {
-    line.pop_back();
-  }
-  return line;
-}
-
-std::vector<std::string> entry_names(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    out.push_back(it->path().filename().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 std::string driver_of(const std::string& netdev_dir) {
   std::error_code ec;
@@ -74,7 +55,7 @@ void probe_libibverbs(Inventory& inv) {
 std::vector<Netdev> read_netdevs(const std::string& sysfs_root) {
   std::vector<Netdev> out;
   const std::string class_dir = sysfs_root + "/class/net";
-  for (const std::string& name : entry_names(class_dir)) {
+  for (const std::string& name : topology::directory_entries(class_dir)) {
     const std::string dir = class_dir + "/" + name;
     if (!fs::exists(dir + "/mtu")) continue;  // bonding_masters and other non-device files
     // The plugin's own sysfs reader, so MTU, speed and PCI path match what the plugin sees.
@@ -87,8 +68,8 @@ std::vector<Netdev> read_netdevs(const std::string& sysfs_root) {
     n.speed_mbps = itf.speed_mbps;
     n.pci_path = itf.pci_path;
     n.numa_node = itf.numa_node;
-    n.operstate = read_line(dir + "/operstate").value_or("");
-    const auto flags = read_line(dir + "/flags");
+    n.operstate = topology::read_first_line(dir + "/operstate").value_or("");
+    const auto flags = topology::read_first_line(dir + "/flags");
     n.loopback = flags && (std::strtoul(flags->c_str(), nullptr, 16) & 0x8) != 0;  // IFF_LOOPBACK
     n.enslaved = fs::exists(dir + "/master");
     if (!n.pci_path.empty()) n.driver = driver_of(dir);
@@ -104,7 +85,7 @@ std::map<std::string, std::string> read_ipv4_conf_sysctls(const std::string& pro
   for (const Netdev& n : netdevs) scopes.push_back(n.name);
   for (const std::string& scope : scopes) {
     for (const char* key : {"rp_filter", "accept_local"}) {
-      const auto v = read_line(proc_root + "/sys/net/ipv4/conf/" + scope + "/" + key);
+      const auto v = topology::read_first_line(proc_root + "/sys/net/ipv4/conf/" + scope + "/" + key);
       if (v) out["net.ipv4.conf." + scope + "." + key] = *v;
     }
   }
@@ -120,7 +101,7 @@ std::set<std::string> read_modules(const std::string& proc_root, const std::stri
     out.insert(line.substr(0, sp));
   }
   // Built-in modules do not appear in /proc/modules but do in /sys/module.
-  for (const std::string& name : entry_names(sysfs_root + "/module")) out.insert(name);
+  for (const std::string& name : topology::directory_entries(sysfs_root + "/module")) out.insert(name);
   return out;
 }
 
@@ -139,10 +120,10 @@ Inventory gather_inventory(const GatherOptions& opts) {
   inv.settings = mesh::settings();
   inv.modules = read_modules(opts.proc_root, opts.sysfs_root);
   probe_libibverbs(inv);
-  for (const std::string& name : entry_names(opts.dev_root + "/infiniband")) {
+  for (const std::string& name : topology::directory_entries(opts.dev_root + "/infiniband")) {
     if (name.rfind("uverbs", 0) == 0) ++inv.uverbs_devices;
   }
-  inv.nvidia_driver = read_line(opts.proc_root + "/driver/nvidia/version").value_or("");
+  inv.nvidia_driver = topology::read_first_line(opts.proc_root + "/driver/nvidia/version").value_or("");
   if (const auto plugin = inv.getenv("NCCL_NET_PLUGIN");
       plugin && plugin->find('/') != std::string::npos) {
     std::error_code ec;

@@ -82,7 +82,8 @@ TcpConnection::Request* TcpConnection::allocate() {
   return nullptr;
 }
 
-ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, void** request) {
+ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRegion* /*mr*/,
+                                  void** request) {
   *request = nullptr;
   if (!sender_) return ncclInternalError;
   if (failed_.load(std::memory_order_acquire)) return report_failure();
@@ -126,7 +127,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, void** r
 }
 
 ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags*/,
-                                  void** request) {
+                                  MemoryRegion** /*mrs*/, void** request) {
   *request = nullptr;  // always overwritten: NCCL may have pre-set it to 0x1
   if (sender_) return ncclInternalError;
   if (n != 1) {

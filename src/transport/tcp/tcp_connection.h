@@ -32,8 +32,9 @@ class TcpConnection final : public Connection {
   TcpConnection(bool sender, handshake::EstablishedConnection sockets, const TcpOptions& options);
   ~TcpConnection() override;
 
-  ncclResult_t isend(void* data, size_t size, int tag, void** request) override;
-  ncclResult_t irecv(int n, void** data, size_t* sizes, int* tags, void** request) override;
+  ncclResult_t isend(void* data, size_t size, int tag, MemoryRegion* mr, void** request) override;
+  ncclResult_t irecv(int n, void** data, size_t* sizes, int* tags, MemoryRegion** mrs,
+                     void** request) override;
   ncclResult_t test(RequestHeader* request, int* done, int* sizes) override;
   void close() override;
   std::string describe() const override;

@@ -1,5 +1,9 @@
 #include "harness/env.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <string>
 
@@ -7,9 +11,71 @@
 
 namespace conformance {
 
-void set_plugin_environment() {
-  // Overwrite unconditionally: traffic must stay on loopback whatever the caller's environment.
-  setenv("NCCL_MESH_IFNAME", "lo", 1);
+namespace {
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : fallback;
+}
+
+// Every comma-separated name is a virtual interface (veth, bridge: /sys/devices/virtual/net):
+// the suite never sends its traffic (or takes down links) on a real NIC.
+bool all_virtual(const std::string& list) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, end - start);
+    std::error_code ec;
+    const auto real = std::filesystem::canonical("/sys/class/net/" + name, ec);
+    if (name.empty() || ec || real.string().find("/devices/virtual/net/") == std::string::npos)
+      return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+std::string checked_ifname(const char* variable, const std::string& fallback) {
+  const std::string v = env_or(variable, fallback);
+  if (v == "lo" || all_virtual(v)) return v;
+  static bool warned = false;
+  if (!warned) {
+    warned = true;
+    std::fprintf(stderr,
+                 "%s=%s names an interface that is not a virtual test link (veth); the "
+                 "conformance suite stays on loopback\n",
+                 variable, v.c_str());
+  }
+  return "lo";
+}
+}  // namespace
+
+std::string rank_ifname(Rank rank) {
+  const std::string test_if = checked_ifname("MESH_CONFORMANCE_IFNAME", "lo");
+  return rank == Rank::kTest ? test_if : checked_ifname("MESH_CONFORMANCE_PEER_IFNAME", test_if);
+}
+
+bool on_loopback(Rank rank) {
+  return rank_ifname(rank) == "lo";
+}
+
+std::string expected_transport() {
+  std::string t = env_or("MESH_CONFORMANCE_EXPECT_TRANSPORT", "");
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return t;
+}
+
+double time_scale() {
+  static const double scale = [] {
+    const char* v = std::getenv("MESH_CONF_TIME_SCALE");
+    const double s = v != nullptr ? std::atof(v) : 1.0;
+    return s >= 1.0 ? s : 1.0;
+  }();
+  return scale;
+}
+
+void set_plugin_environment(Rank rank) {
+  // Overwrite unconditionally: the caller's environment (and, for a peer, the test process's
+  // NCCL_MESH_IFNAME it inherited) never decides where traffic goes.
+  setenv("NCCL_MESH_IFNAME", rank_ifname(rank).c_str(), 1);
   setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", std::to_string(kConnectTimeoutMs).c_str(), 1);
 }
 

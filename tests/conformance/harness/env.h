@@ -1,10 +1,31 @@
 // Process environment every process of the suite sets before it loads the plugin.
 #pragma once
 
+#include <string>
+
 namespace conformance {
 
-// Pins the plugin to loopback (NCCL_MESH_IFNAME=lo: a hard rule of this workplace, never
-// overridable from outside) and sets the short connect timeout the failure tests rely on.
-void set_plugin_environment();
+// Rank 0 is the gtest process; every spawned mesh_conformance_peer is a peer.
+enum class Rank { kTest, kPeer };
+
+// NCCL_MESH_IFNAME of a rank. Loopback ("lo") unless MESH_CONFORMANCE_IFNAME (rank 0) /
+// MESH_CONFORMANCE_PEER_IFNAME (peers; default: rank 0's) name other interfaces. Only the
+// Soft-RoCE lane sets them, inside a VM whose test links are veth pairs (tests/softroce). Names
+// that are not virtual interfaces are refused (stderr line, loopback used): the suite never
+// runs on a real NIC, a hard rule of this workplace.
+std::string rank_ifname(Rank rank);
+bool on_loopback(Rank rank);
+
+// MESH_CONFORMANCE_EXPECT_TRANSPORT=rdma|tcp: every connection the test process makes or accepts
+// must report that transport in the plugin's "connected:"/"accepted:" INFO line. "" = no check.
+std::string expected_transport();
+
+// MESH_CONF_TIME_SCALE (a number >= 1, default 1): multiplies every wall-clock bound of the suite
+// (timing.h), for machines much slower than a developer's (a TCG virtual machine).
+double time_scale();
+
+// Sets NCCL_MESH_IFNAME (rank_ifname) and the short connect timeout the failure tests rely on,
+// overwriting whatever the caller's environment had.
+void set_plugin_environment(Rank rank = Rank::kTest);
 
 }  // namespace conformance

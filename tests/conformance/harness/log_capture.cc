@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace conformance {
@@ -11,6 +12,7 @@ namespace {
 struct LogState {
   std::mutex mu;
   std::vector<std::string> warns;
+  std::vector<std::string> connections;
   std::string prefix = "test";
   bool echo_warns = true;
   // MESH_CONF_VERBOSE=1 also echoes INFO/TRACE lines, for debugging the plugin.
@@ -56,6 +58,19 @@ std::vector<std::string> warns_since(size_t first) {
   return {s.warns.begin() + static_cast<std::ptrdiff_t>(first), s.warns.end()};
 }
 
+size_t connection_count() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.connections.size();
+}
+
+std::vector<std::string> connections_since(size_t first) {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (first >= s.connections.size()) return {};
+  return {s.connections.begin() + static_cast<std::ptrdiff_t>(first), s.connections.end()};
+}
+
 void set_log_prefix(const std::string& prefix) {
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -89,6 +104,11 @@ extern "C" void conformance_log(ncclDebugLogLevel level, unsigned long /*flags*/
   std::lock_guard<std::mutex> lock(s.mu);
   const bool warn = level == NCCL_LOG_WARN;
   if (warn) s.warns.emplace_back(text);
+  // The text carries the plugin's prefix: "NET/Mesh : connected: send connection ... (TCP, ...)".
+  if (level == NCCL_LOG_INFO && (std::strstr(text, " connected: ") != nullptr ||
+                                 std::strstr(text, " accepted: ") != nullptr)) {
+    s.connections.emplace_back(text);
+  }
   if ((warn && s.echo_warns) || s.echo_all) {
     std::fprintf(stderr, "[%s] NCCL %s %s:%d %s\n", s.prefix.c_str(),
                  conformance::level_name(level), file != nullptr ? file : "?", line, text);

@@ -18,6 +18,10 @@ namespace conformance {
 size_t warn_count();
 // WARN lines with index >= `first` (indices count from the start of the process).
 std::vector<std::string> warns_since(size_t first);
+// The plugin's INFO lines for each connection it made or accepted ("NET/Mesh : connected: ..."
+// and "... accepted: ...", which name the transport), counted and indexed like the WARN lines.
+size_t connection_count();
+std::vector<std::string> connections_since(size_t first);
 // Prefix for lines echoed to stderr ("test" or "peer <pid>").
 void set_log_prefix(const std::string& prefix);
 

@@ -198,6 +198,14 @@ class NetAdapter final : public NetApi {
     return t_->test(request, done, sizes);
   }
 
+  ncclResult_t iflush(void* recv_comm, void* data, int size, void* mhandle,
+                      void** request) override {
+    void* datas[1] = {data};
+    int sizes[1] = {size};
+    void* mhandles[1] = {mhandle};
+    return t_->iflush(recv_comm, 1, datas, sizes, mhandles, request);
+  }
+
   ncclResult_t close_send(void* c) override { return t_->closeSend(c); }
   ncclResult_t close_recv(void* c) override { return t_->closeRecv(c); }
   ncclResult_t close_listen(void* c) override { return t_->closeListen(c); }

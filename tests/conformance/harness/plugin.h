@@ -76,6 +76,9 @@ class NetApi {
   virtual ncclResult_t irecv(void* recv_comm, void* data, size_t capacity, int tag, void* mhandle,
                              void** request) = 0;
   virtual ncclResult_t test(void* request, int* done, int* sizes) = 0;
+  // One received buffer (n = 1), as NCCL flushes GPU receives before the kernel reads them.
+  virtual ncclResult_t iflush(void* recv_comm, void* data, int size, void* mhandle,
+                              void** request) = 0;
 
   virtual ncclResult_t close_send(void* send_comm) = 0;
   virtual ncclResult_t close_recv(void* recv_comm) = 0;

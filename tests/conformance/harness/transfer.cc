@@ -129,15 +129,15 @@ bool setup(NetApi& net, Stream& s) {
   }
   s.arena.reset(new uint8_t[s.slots * s.slot_bytes]);
   const size_t total = s.slots * s.slot_bytes;
-  ncclResult_t rc = net.reg_mr(s.comm, s.arena.get(), total, NCCL_PTR_HOST, &s.arena_mh);
+  const int type = spec.flush_as_gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+  ncclResult_t rc = net.reg_mr(s.comm, s.arena.get(), total, type, &s.arena_mh);
   if (rc != ncclSuccess) {
     finish_fail(s, std::string("regMr of the buffer arena returned ") + result_name(rc));
     return false;
   }
   s.slot_mh.assign(s.slots, nullptr);
   for (size_t i = 1; i < s.slots; i += 2) {
-    rc = net.reg_mr(s.comm, s.arena.get() + i * s.slot_bytes, s.slot_bytes, NCCL_PTR_HOST,
-                    &s.slot_mh[i]);
+    rc = net.reg_mr(s.comm, s.arena.get() + i * s.slot_bytes, s.slot_bytes, type, &s.slot_mh[i]);
     if (rc != ncclSuccess) {
       finish_fail(s, std::string("overlapping regMr of slot ") + std::to_string(i) + " returned " +
                          result_name(rc));
@@ -240,6 +240,35 @@ bool post_some(NetApi& net, Stream& s, size_t stream_index, const RunHooks& hook
   return progressed;
 }
 
+// NCCL's flush of a GPU receive: iflush, then test the flush request (if any) until done.
+bool flush(NetApi& net, Stream& s, size_t index, int size) {
+  void* request = nullptr;
+  CallTimer timer;
+  ncclResult_t rc = net.iflush(s.comm, s.slot_ptr(index), size, s.mhandle(index), &request);
+  if (!check_call_time(s, "iflush", index, timer)) return false;
+  if (rc != ncclSuccess) {
+    on_error(s, index, rc, "iflush");
+    return false;
+  }
+  if (size > 0) ++s.result->flushes;
+  const Clock::time_point limit = Clock::now() + kDataCallLimit;
+  while (request != nullptr) {
+    int done = 0;
+    rc = net.test(request, &done, nullptr);
+    if (rc != ncclSuccess) {
+      on_error(s, index, rc, "test of a flush");
+      return false;
+    }
+    if (done) break;
+    if (Clock::now() > limit) {
+      finish_fail(s, "flush of " + msg_name(*s.spec, index) + " did not complete");
+      return false;
+    }
+  }
+  if (request != nullptr && size > 0) ++s.result->flush_requests;
+  return true;
+}
+
 // Tests the oldest request (NCCL never tests out of order), repeatedly while they complete.
 bool test_some(NetApi& net, Stream& s) {
   const StreamSpec& spec = *s.spec;
@@ -270,6 +299,7 @@ bool test_some(NetApi& net, Stream& s) {
       }
     } else {
       const uint8_t* buf = s.slot_ptr(front.index);
+      if (spec.flush_as_gpu && !flush(net, s, front.index, recv_sizes[0])) return true;
       if (recv_sizes[0] < 0 || static_cast<uint64_t>(recv_sizes[0]) != m.size) {
         finish_fail(s, "test of " + msg_name(spec, front.index) + " reported " +
                            std::to_string(recv_sizes[0]) + " bytes received");

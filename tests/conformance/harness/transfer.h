@@ -43,6 +43,10 @@ struct StreamSpec {
   // Receiver: post nothing for this long after the run starts (a rank that reaches the matching
   // operation late, while the sender's data is already in flight).
   uint32_t first_post_delay_ms = 0;
+  // Receiver: register the buffers as NCCL_PTR_CUDA and iflush every received message before
+  // checking it, as NCCL does for GPU buffers with GPUDirect RDMA (host memory stands in for GPU
+  // memory: RDMA registers both alike). Local streams only (not sent to the peer).
+  bool flush_as_gpu = false;
   std::vector<MessageSpec> messages;
 };
 
@@ -54,6 +58,8 @@ struct StreamResult {
   int32_t rc = 0;               // that error
   uint64_t max_call_us = 0;     // slowest isend/irecv/test
   uint64_t error_after_us = 0;  // from the start of the run (or the hook) to that error
+  uint32_t flushes = 0;         // iflush calls on non-empty messages (flush_as_gpu)
+  uint32_t flush_requests = 0;  // of which returned a request (a real flush, not "nothing to do")
 };
 
 struct RunHooks {

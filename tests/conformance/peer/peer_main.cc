@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
   // Never outlive the test process, even if it is killed before it can reap us.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   const int fd = std::atoi(argv[2]);
-  conformance::set_plugin_environment();
+  conformance::set_plugin_environment(conformance::Rank::kPeer);
   conformance::set_log_prefix("peer " + std::to_string(getpid()));
   const uint32_t inherited = conformance::close_inherited_fds(fd);
   conformance::Peer peer(argv[1], fd, inherited);

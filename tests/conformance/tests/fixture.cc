@@ -1,9 +1,12 @@
 #include "tests/fixture.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "harness/log_capture.h"
+#include "topology/ifname_filter.h"
+#include "topology/selection.h"
 
 namespace conformance {
 
@@ -21,8 +24,21 @@ std::string plugin_path() {
   const char* override_path = std::getenv("MESH_CONFORMANCE_PLUGIN");
   return override_path != nullptr && override_path[0] != '\0' ? override_path : MESH_PLUGIN_PATH;
 }
+// MESH_CONFORMANCE_PEER: the peer binary when the suite runs away from its build tree (the
+// Soft-RoCE lane copies both binaries into a VM).
 std::string peer_path() {
-  return MESH_PEER_PATH;
+  const char* override_path = std::getenv("MESH_CONFORMANCE_PEER");
+  return override_path != nullptr && override_path[0] != '\0' ? override_path : MESH_PEER_PATH;
+}
+
+bool rank_may_advertise(Rank rank, uint32_t addr) {
+  if (on_loopback(rank)) return addr >> 24 == 127u;
+  const auto all = mesh::topology::discover_interfaces();
+  const auto used =
+      mesh::topology::select_interfaces(all, mesh::topology::IfnameFilter::parse(rank_ifname(rank)))
+          .used;
+  return std::any_of(used.begin(), used.end(),
+                     [addr](const mesh::topology::Interface& i) { return i.addr.addr == addr; });
 }
 
 std::string join_lines(const std::vector<std::string>& lines) {
@@ -55,6 +71,7 @@ StreamSpec make_spec(Direction dir, uint32_t comm_id, uint64_t seed, int32_t tag
   if (dir == Direction::kRecv) {
     s.preset_optional_completion = f.preset_optional_completion;
     s.expect_error_at = f.recv_expect_error_at;
+    s.flush_as_gpu = f.recv_flush_as_gpu;
   } else {
     s.tolerate_error_from = f.send_tolerate_error_from;
     s.tolerate_timeout = f.send_tolerate_timeout;
@@ -109,6 +126,7 @@ void PeerFixture::start(int version, int local_contexts, int remote_contexts) {
   version_ = version;
   remote_contexts_ = remote_contexts;
   warns_at_start_ = warn_count();
+  connections_at_start_ = connection_count();
   std::string error;
   net_ = open_net(plugin_path(), version, &error);
   ASSERT_TRUE(net_) << error;
@@ -121,7 +139,7 @@ void PeerFixture::start(int version, int local_contexts, int remote_contexts) {
   }
   int ndev = 0;
   ASSERT_EQ(net_->devices(&ndev), ncclSuccess);
-  ASSERT_GE(ndev, 1) << "devices() must report at least one device on loopback";
+  ASSERT_GE(ndev, 1) << "devices() must report at least one device on " << rank_ifname(Rank::kTest);
   ASSERT_NO_FATAL_FAILURE(respawn_peer());
 }
 
@@ -144,6 +162,17 @@ void PeerFixture::respawn_peer() {
 }
 
 void PeerFixture::TearDown() {
+  // MESH_CONFORMANCE_EXPECT_TRANSPORT: every connection this test made or accepted used it.
+  const std::string transport = expected_transport();
+  if (!transport.empty()) {
+    std::string want = "(" + transport + ",";
+    for (char& c : want) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (const std::string& line : connections_since(connections_at_start_)) {
+      EXPECT_NE(line.find(want), std::string::npos)
+          << "MESH_CONFORMANCE_EXPECT_TRANSPORT=" << transport
+          << " but the plugin logged: " << line;
+    }
+  }
   // Close what the test left open, as NCCL does when a communicator is destroyed. Failures here
   // are not asserted: tests that provoke errors leave comms that are not idle.
   if (net_) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/env.h"
 #include "harness/establish.h"
 #include "harness/peer_client.h"
 #include "harness/plugin.h"
@@ -19,6 +20,10 @@ namespace conformance {
 
 std::string plugin_path();
 std::string peer_path();
+// Whether a handle of `rank` may advertise `addr` (host order): a loopback address when the rank
+// runs on loopback (the default), else an address of an interface its NCCL_MESH_IFNAME selects
+// (the plugin's own selection code; every rank of the suite runs on this host).
+bool rank_may_advertise(Rank rank, uint32_t addr);
 // Log lines, one per line, for assertion messages.
 std::string join_lines(const std::vector<std::string>& lines);
 
@@ -34,6 +39,7 @@ struct Flow {
   uint32_t window = 8;
   bool post_window_first = false;
   bool preset_optional_completion = false;
+  bool recv_flush_as_gpu = false;  // local receiver only: see StreamSpec::flush_as_gpu
   int32_t recv_expect_error_at = -1;
   int32_t send_tolerate_error_from = -1;
   bool send_tolerate_timeout = false;
@@ -119,6 +125,7 @@ class PeerFixture : public ::testing::Test {
   std::unique_ptr<PeerProcess> peer_;
   bool peer_dead_ = false;
   size_t warns_at_start_ = 0;
+  size_t connections_at_start_ = 0;
   std::vector<void*> sends_, recvs_, listens_;
 };
 

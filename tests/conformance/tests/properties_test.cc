@@ -82,7 +82,7 @@ std::vector<std::string> missing_members(const Table& t) {
 
 TEST(PluginTables, MembersNcclCallsAreSet) {
   for (int v : kVersions) {
-    SCOPED_TRACE("v" + std::to_string(v));
+    SCOPED_TRACE(std::string("v").append(std::to_string(v)));
     std::string error;
     const void* table = find_table(plugin_path(), v, &error);
     ASSERT_NE(table, nullptr) << error;
@@ -114,7 +114,7 @@ TEST(PropertiesAcrossVersions, AllTablesDescribeTheSameDevices) {
   std::map<int, std::vector<std::string>> names;
   std::map<int, std::vector<int>> speeds;
   for (int v : kVersions) {
-    SCOPED_TRACE("v" + std::to_string(v));
+    SCOPED_TRACE(std::string("v").append(std::to_string(v)));
     std::string error;
     auto net = open_net(plugin_path(), v, &error);
     ASSERT_TRUE(net) << error;

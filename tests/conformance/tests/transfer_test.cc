@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "harness/env.h"
 #include "tests/fixture.h"
 
 namespace conformance {
@@ -54,6 +55,27 @@ TEST_P(TransferTest, ReceiveBufferLargerThanMessageReportsSentSize) {
   ex.inbound(in_[0], flow);
   const ExchangeResult r = run(ex);
   EXPECT_TRUE(r.all_ok()) << r.report();
+}
+
+TEST_P(TransferTest, GpuReceivesAreFlushedOnRdma) {
+  // NCCL registers GPU buffers as NCCL_PTR_CUDA (when the device advertises it) and calls iflush
+  // after each receive before its kernel reads the data. Over RDMA the flush is a loopback RDMA
+  // READ of the buffer, which must complete and leave the data intact. Host memory stands in for
+  // GPU memory here: the NIC registers and reads both alike.
+  if (expected_transport() != "rdma") {
+    GTEST_SKIP() << "needs the RDMA transport (MESH_CONFORMANCE_EXPECT_TRANSPORT=rdma, the "
+                    "Soft-RoCE lane): TCP comms take host memory only and need no flush";
+  }
+  Flow flow;
+  flow.messages = exact({1, 4096, 0, MiB + 3, 128, 64 * KiB});
+  flow.recv_flush_as_gpu = true;
+  Exchange ex;
+  ex.inbound(in_[0], flow);
+  const ExchangeResult r = run(ex);
+  ASSERT_TRUE(r.all_ok()) << r.report();
+  ASSERT_EQ(r.local.size(), 1u);
+  EXPECT_EQ(r.local[0].flushes, 5u);         // every non-empty message
+  EXPECT_EQ(r.local[0].flush_requests, 5u);  // each a real READ, tested to completion
 }
 
 TEST_P(TransferTest, ThirtyTwoRequestsInFlightPerComm) {

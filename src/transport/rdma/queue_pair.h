@@ -1,0 +1,68 @@
+// One RC queue pair with its own completion queue, on the RDMA port of one cable.
+// Created in INIT before the handshake (its number and PSN travel in the setup message), moved
+// to RTR/RTS once the peer's numbers are known.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/rdma/devices.h"
+#include "transport/rdma/wire.h"
+
+namespace mesh::rdma {
+
+struct QpOptions {
+  int timeout = 20;   // NCCL_MESH_IB_TIMEOUT: 4.096 us * 2^timeout per retry
+  int retry_cnt = 6;  // NCCL_MESH_IB_RETRY_CNT: <= 6 (7 means "forever" on some providers)
+  int traffic_class = 0;
+};
+
+class QueuePair {
+ public:
+  // Depths: a comm has at most NCCL_NET_MAX_REQUESTS messages in flight; every message is one
+  // work request per QP, and the receiver adds one clear-to-send write per message.
+  static constexpr int kSendDepth = 128;
+  static constexpr int kRecvDepth = 64;
+  static constexpr int kCqDepth = kSendDepth + kRecvDepth;
+
+  ~QueuePair();
+  QueuePair(const QueuePair&) = delete;
+  QueuePair& operator=(const QueuePair&) = delete;
+
+  // Creates CQ + QP on `dev`/`binding` and moves the QP to INIT. nullptr with *why on failure.
+  static std::unique_ptr<QueuePair> create(Device* dev, const PortBinding& binding,
+                                           uint32_t local_addr, uint32_t peer_addr,
+                                           std::string* why);
+
+  // This QP's entry of the setup message.
+  QpInfo info() const;
+  // INIT -> RTR -> RTS towards `peer`; posts the receive work requests first.
+  bool connect(const QpInfo& peer, const QpOptions& opt, std::string* why);
+
+  ibv_qp* qp() const { return qp_; }
+  ibv_cq* cq() const { return cq_; }
+  Device* device() const { return dev_; }
+  const PortBinding& binding() const { return binding_; }
+  uint32_t max_inline() const { return max_inline_; }
+  bool post_recv(std::string* why);  // one zero-length receive for a WRITE_WITH_IMM
+  std::string describe() const;      // "rxe_a port 1 QP 0x11"
+
+ private:
+  QueuePair() = default;
+
+  Device* dev_ = nullptr;
+  PortBinding binding_;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  uint32_t psn_ = 0;
+  uint8_t mtu_ = IBV_MTU_1024;
+  uint16_t lid_ = 0;
+  uint32_t max_inline_ = 0;
+  uint32_t local_addr_ = 0;
+  uint32_t peer_addr_ = 0;
+};
+
+}  // namespace mesh::rdma

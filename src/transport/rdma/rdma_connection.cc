@@ -1,0 +1,488 @@
+#include "transport/rdma/rdma_connection.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace mesh::rdma {
+namespace {
+
+// A closed control socket becomes an error after this long: the peer's last completions may
+// still be on their way when its kernel closes the socket.
+constexpr int64_t kPeerGoneGraceMs = 500;
+// Every Nth clear-to-send write is signalled so its send-queue slots are reclaimed.
+constexpr uint32_t kCtsSignalEvery = 8;
+constexpr uint64_t kCtsWrFlag = 1ull << 63;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+RdmaConnection::RdmaConnection(std::shared_ptr<Endpoint> endpoint, UniqueFd control,
+                               std::string local, std::string peer)
+    : Connection(endpoint->sender() ? ObjectTag::kSend : ObjectTag::kRecv),
+      sender_(endpoint->sender()),
+      ep_(std::move(endpoint)),
+      control_(std::move(control)),
+      local_(std::move(local)),
+      peer_(std::move(peer)) {
+  summary_ = ep_->describe();
+  set_nonblocking(control_.get(), true);
+  for (Request& r : pool_) r.hdr.owner = this;
+  for (FlushRequest& f : flushes_) f.hdr.owner = this;
+  for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, sink_);
+}
+
+RdmaConnection::~RdmaConnection() {
+  close();
+}
+
+void RdmaConnection::close() {
+  if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
+  control_.reset();
+  if (flush_qp_) {
+    Device* dev = flush_qp_->device();
+    flush_qp_.reset();
+    dev->release_mr(flush_mr_);
+    flush_mr_ = nullptr;
+  }
+  std::free(flush_buf_);
+  flush_buf_ = nullptr;
+  ep_.reset();  // destroys the QPs (which unregisters them from the async thread)
+}
+
+bool RdmaConnection::open_flush_qp(std::string* why) {
+  QueuePair& qp0 = *ep_->qps()[0];
+  const QpInfo i0 = qp0.info();
+  PortBinding binding = qp0.binding();
+  flush_qp_ = QueuePair::create(qp0.device(), binding, i0.local_addr, i0.local_addr, why);
+  if (!flush_qp_) return false;
+  if (!flush_qp_->connect(flush_qp_->info(), QpOptions{}, why)) {
+    flush_qp_.reset();
+    return false;
+  }
+  flush_qp_->device()->watch_qp(flush_qp_->qp()->qp_num, sink_);
+  flush_buf_ = static_cast<uint8_t*>(std::aligned_alloc(4096, 4096));
+  flush_mr_ =
+      flush_buf_ != nullptr ? flush_qp_->device()->acquire_mr(flush_buf_, 4096, why) : nullptr;
+  if (flush_mr_ == nullptr) {
+    flush_qp_.reset();
+    std::free(flush_buf_);
+    flush_buf_ = nullptr;
+    if (why->empty()) *why = "out of memory for the flush buffer";
+    return false;
+  }
+  return true;
+}
+
+ncclResult_t RdmaConnection::iflush(int n, void** data, int* sizes, MemoryRegion** mrs,
+                                    void** request) {
+  *request = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  // The last GPU buffer that received data: one READ orders after every earlier write.
+  int last = -1;
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > 0 && mrs[i] != nullptr && mrs[i]->type == NCCL_PTR_CUDA) last = i;
+  }
+  if (last < 0) return ncclSuccess;  // host memory: nothing to flush
+  const auto* mem = dynamic_cast<const RdmaMemory*>(mrs[last]->transport.get());
+  if (mem == nullptr) return ncclSuccess;
+  std::string why;
+  if (!flush_qp_ && !open_flush_qp(&why)) {
+    MESH_WARN("%s: cannot create the flush QP: %s", describe().c_str(), why.c_str());
+    return ncclSystemError;
+  }
+  FlushRequest* f = nullptr;
+  for (FlushRequest& cand : flushes_) {
+    if (!cand.in_use) {
+      f = &cand;
+      break;
+    }
+  }
+  if (f == nullptr) {
+    MESH_WARN("%s: more than %d flushes in flight", describe().c_str(), NCCL_NET_MAX_REQUESTS);
+    return ncclInternalError;
+  }
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(flush_buf_);
+  sge.length = 1;
+  sge.lkey = flush_mr_->mr->lkey;
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = static_cast<uint64_t>(f - flushes_.data());
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(data[last]);
+  wr.wr.rdma.rkey = mem->rkey[0];  // QP 0's device, like the flush QP
+  const int rc = ibv_post_send(flush_qp_->qp(), &wr, &bad);
+  if (rc != 0) {
+    fail(ncclSystemError,
+         "posting the flush READ on " + flush_qp_->describe() + " failed: " + errno_text(rc));
+    return report_failure();
+  }
+  f->in_use = true;
+  f->done = false;
+  *request = f;
+  return ncclSuccess;
+}
+
+void RdmaConnection::poll_flush() {
+  if (!flush_qp_) return;
+  ibv_wc wc[8];
+  const int n = ibv_poll_cq(flush_qp_->cq(), 8, wc);
+  for (int i = 0; i < n; ++i) {
+    if (wc[i].status != IBV_WC_SUCCESS) {
+      fail(ncclSystemError, "flush READ on " + flush_qp_->describe() + " failed: " +
+                                flush_qp_->device()->api()->wc_status_str(wc[i].status));
+      continue;
+    }
+    if (wc[i].wr_id < flushes_.size()) flushes_[wc[i].wr_id].done = true;
+  }
+}
+
+std::string RdmaConnection::describe() const {
+  return std::string(sender_ ? "send" : "receive") + " connection " + local_ +
+         (sender_ ? " -> " : " <- ") + peer_ + " (RDMA, " + summary_ + ")";
+}
+
+void RdmaConnection::fail(ncclResult_t code, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (!sink_->failed.load()) error_code_ = code;
+  }
+  sink_->fail(why);
+}
+
+ncclResult_t RdmaConnection::report_failure() {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (error_code_ == ncclSuccess) error_code_ = ncclRemoteError;  // set by the async thread
+  if (!warned_) {
+    warned_ = true;
+    std::lock_guard<std::mutex> why_lock(sink_->mu);
+    MESH_WARN("%s: %s", describe().c_str(), sink_->why.c_str());
+  }
+  return error_code_;
+}
+
+size_t RdmaConnection::in_flight() const {
+  size_t n = 0;
+  for (const Request& r : pool_) n += r.in_use ? 1 : 0;
+  return n;
+}
+
+ncclResult_t RdmaConnection::register_memory(MemoryRegion* mr, int dmabuf_fd, uint64_t offset) {
+  auto mem = std::make_unique<RdmaMemory>();
+  auto& qps = ep_->qps();
+  for (size_t q = 0; q < qps.size(); ++q) {
+    Device* dev = qps[q]->device();
+    CachedMr* held = nullptr;
+    for (auto& [d, m] : mem->held) {
+      if (d == dev) held = m;
+    }
+    if (held == nullptr) {
+      std::string why;
+      held = dmabuf_fd >= 0 ? dev->acquire_dmabuf_mr(mr->data, mr->size, offset, dmabuf_fd, &why)
+                            : dev->acquire_mr(mr->data, mr->size, &why);
+      if (held == nullptr) {
+        MESH_WARN("%s: registering %zu bytes at %p failed: %s", describe().c_str(), mr->size,
+                  mr->data, why.c_str());
+        return ncclSystemError;
+      }
+      mem->held.emplace_back(dev, held);
+    }
+    mem->lkey[q] = held->mr->lkey;
+    mem->rkey[q] = held->mr->rkey;
+  }
+  mr->transport = std::move(mem);
+  return ncclSuccess;
+}
+
+void RdmaConnection::check_control() {
+  if (peer_gone_ms_ >= 0 || !control_.valid()) return;
+  uint8_t byte;
+  const ssize_t n = recv(control_.get(), &byte, 1, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n > 0) {
+    fail(ncclRemoteError, "unexpected bytes on the control socket (protocol violation)");
+    return;
+  }
+  peer_gone_ms_ = now_ms();
+}
+
+void RdmaConnection::poll() {
+  auto& qps = ep_->qps();
+  ibv_wc wc[16];
+  for (size_t q = 0; q < qps.size(); ++q) {
+    for (;;) {
+      const int n = ibv_poll_cq(qps[q]->cq(), 16, wc);
+      if (n < 0) {
+        fail(ncclSystemError, "ibv_poll_cq on " + qps[q]->describe() + " failed");
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        const ibv_wc& c = wc[i];
+        if (c.status != IBV_WC_SUCCESS) {
+          const VerbsApi* api = qps[q]->device()->api();
+          char vendor[16];
+          std::snprintf(vendor, sizeof(vendor), "0x%x", c.vendor_err);
+          fail(c.status == IBV_WC_RETRY_EXC_ERR || c.status == IBV_WC_REM_ABORT_ERR ||
+                       c.status == IBV_WC_RNR_RETRY_EXC_ERR
+                   ? ncclRemoteError
+                   : ncclSystemError,
+               "completion error on " + qps[q]->describe() + ": " + api->wc_status_str(c.status) +
+                   " (status " + std::to_string(c.status) + ", vendor error " + vendor +
+                   "); check that the peer process is alive, the cable, and "
+                   "NCCL_MESH_IB_TIMEOUT/NCCL_MESH_IB_RETRY_CNT");
+          continue;
+        }
+        if (sender_) {
+          const uint32_t seq = static_cast<uint32_t>(c.wr_id);
+          Request& r = pool_[seq % pool_.size()];
+          if (!r.in_use || r.seq != seq || r.pending == 0) {
+            fail(ncclInternalError,
+                 "send completion for message " + std::to_string(seq) + " that is not in flight");
+            continue;
+          }
+          --r.pending;
+          continue;
+        }
+        if (c.wr_id & kCtsWrFlag) continue;  // a signalled clear-to-send write
+        if (c.opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
+          fail(ncclRemoteError, "unexpected completion opcode " + std::to_string(c.opcode) +
+                                    " on " + qps[q]->describe());
+          continue;
+        }
+        const uint32_t seq = completed_[q]++;
+        Request& r = pool_[seq % pool_.size()];
+        const uint64_t size = ntohl(c.imm_data);
+        if (!r.in_use || r.seq != seq || r.pending == 0) {
+          fail(ncclRemoteError, "data for message " + std::to_string(seq) + " arrived on " +
+                                    qps[q]->describe() +
+                                    " before its receive was posted (protocol violation)");
+          continue;
+        }
+        if (size > r.capacity) {
+          fail(ncclInvalidUsage, "message of " + std::to_string(size) +
+                                     " bytes exceeds the posted receive buffer of " +
+                                     std::to_string(r.capacity) +
+                                     " bytes (sender and receiver disagree on sizes)");
+          continue;
+        }
+        if (r.pending != qps.size() && r.size != size) {
+          fail(ncclRemoteError, "QPs disagree on the size of message " + std::to_string(seq));
+          continue;
+        }
+        r.size = size;
+        --r.pending;
+        std::string why;
+        if (!qps[q]->post_recv(&why)) fail(ncclSystemError, why);
+      }
+      if (n < 16) break;
+    }
+  }
+  check_control();
+  // Like EOF on a TCP connection, a closed control socket fails the comm; the grace lets the
+  // peer's last completions (already on the wire when its kernel closed the socket) arrive.
+  if (peer_gone_ms_ >= 0 && now_ms() - peer_gone_ms_ > kPeerGoneGraceMs) {
+    fail(ncclRemoteError, in_flight() > 0
+                              ? "the peer closed the connection (its process exited or closed "
+                                "its comm) with requests in flight"
+                              : "the peer closed the connection (its process exited or closed "
+                                "its comm)");
+  }
+}
+
+ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryRegion* mr,
+                                   void** request) {
+  *request = nullptr;
+  if (!sender_) return ncclInternalError;
+  std::lock_guard<std::mutex> lock(mu_);
+  poll();
+  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
+  if (size > 0 && mem == nullptr) {
+    MESH_WARN("%s: isend of %zu bytes without an RDMA registration (mhandle %p)",
+              describe().c_str(), size, static_cast<void*>(mr));
+    return ncclInvalidArgument;
+  }
+  if (size > kMaxMessageSize) {
+    MESH_WARN("%s: isend of %zu bytes: RDMA messages are limited to %llu bytes", describe().c_str(),
+              size, static_cast<unsigned long long>(kMaxMessageSize));
+    return ncclInvalidArgument;
+  }
+  Request& r = pool_[next_seq_ % pool_.size()];
+  if (r.in_use) {
+    MESH_WARN("%s: more than %d sends in flight (NCCL's contract allows %d); test() earlier ones",
+              describe().c_str(), NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
+    return ncclInternalError;
+  }
+  // The receiver's clear-to-send for this sequence: written by its NIC, the marker last.
+  const uint8_t* slot = ep_->cts_memory() + (next_seq_ % pool_.size()) * kCtsEntrySize;
+  const uint32_t marker =
+      le32toh(__atomic_load_n(reinterpret_cast<const uint32_t*>(slot + 60), __ATOMIC_ACQUIRE));
+  if (marker != next_seq_ + 1) return ncclSuccess;  // not posted yet: NCCL retries
+  const CtsEntry cts = decode_cts_entry(slot);
+  const bool oversize = size > cts.capacity;
+  auto& qps = ep_->qps();
+  for (size_t q = 0; q < qps.size(); ++q) {
+    // Too big for the receiver: zero-length writes carry the size, so the receiver fails with
+    // its own message and no byte lands outside its buffer.
+    const Slice s = oversize ? Slice{} : split(size, qps.size(), q);
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uintptr_t>(data) + s.offset;
+    sge.length = static_cast<uint32_t>(s.length);
+    sge.lkey = mem != nullptr ? mem->lkey[q] : 0;
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.wr_id = next_seq_;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl(static_cast<uint32_t>(size));
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (s.length > 0 && s.length <= qps[q]->max_inline()) wr.send_flags |= IBV_SEND_INLINE;
+    wr.sg_list = &sge;
+    wr.num_sge = s.length > 0 ? 1 : 0;
+    wr.wr.rdma.remote_addr = cts.addr + s.offset;
+    wr.wr.rdma.rkey = cts.rkeys[q];
+    const int rc = ibv_post_send(qps[q]->qp(), &wr, &bad);
+    if (rc != 0) {
+      fail(ncclSystemError,
+           "ibv_post_send on " + qps[q]->describe() + " failed: " + errno_text(rc));
+      return report_failure();
+    }
+  }
+  r.in_use = true;
+  r.seq = next_seq_++;
+  r.size = size;
+  r.pending = qps.size();
+  if (oversize) {
+    fail(ncclInvalidUsage,
+         "message of " + std::to_string(size) + " bytes exceeds the receiver's posted buffer of " +
+             std::to_string(cts.capacity) + " bytes (sender and receiver disagree on sizes)");
+    return report_failure();
+  }
+  *request = &r;
+  return ncclSuccess;
+}
+
+bool RdmaConnection::post_cts(Request* r, void* data, const RdmaMemory* mem) {
+  CtsEntry e;
+  e.addr = reinterpret_cast<uintptr_t>(data);
+  e.capacity = r->capacity;
+  for (size_t q = 0; q < ep_->qps().size(); ++q) e.rkeys[q] = mem != nullptr ? mem->rkey[q] : 0;
+  e.seq_plus_one = r->seq + 1;
+  const size_t slot = r->seq % pool_.size();
+  uint8_t* staging = ep_->cts_memory() + slot * kCtsEntrySize;
+  encode_cts_entry(e, staging);
+  QueuePair& qp0 = *ep_->qps()[0];
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(staging);
+  sge.length = kCtsEntrySize;
+  sge.lkey = ep_->cts_lkey(0);
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = kCtsWrFlag | r->seq;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  // Unsignalled except every Nth: its completion also frees the slots of the ones before.
+  if (++cts_posted_ % kCtsSignalEvery == 0) wr.send_flags |= IBV_SEND_SIGNALED;
+  if (kCtsEntrySize <= qp0.max_inline()) wr.send_flags |= IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = ep_->peer_ring_addr() + slot * kCtsEntrySize;
+  wr.wr.rdma.rkey = ep_->peer_ring_rkey();
+  const int rc = ibv_post_send(qp0.qp(), &wr, &bad);
+  if (rc != 0) {
+    fail(ncclSystemError,
+         "posting the clear-to-send on " + qp0.describe() + " failed: " + errno_text(rc));
+    return false;
+  }
+  return true;
+}
+
+ncclResult_t RdmaConnection::irecv(int n, void** data, size_t* sizes, int* /*tags*/,
+                                   MemoryRegion** mrs, void** request) {
+  *request = nullptr;  // always overwritten: NCCL may have pre-set it to 0x1
+  if (sender_) return ncclInternalError;
+  if (n != 1) {
+    MESH_WARN("%s: irecv with %d buffers, but this device advertises maxRecvs=1",
+              describe().c_str(), n);
+    return ncclInternalError;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  poll();
+  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  MemoryRegion* mr = mrs != nullptr ? mrs[0] : nullptr;
+  const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
+  if (sizes[0] > 0 && mem == nullptr) {
+    MESH_WARN("%s: irecv of %zu bytes without an RDMA registration (mhandle %p)",
+              describe().c_str(), sizes[0], static_cast<void*>(mr));
+    return ncclInvalidArgument;
+  }
+  Request& r = pool_[next_seq_ % pool_.size()];
+  if (r.in_use) {
+    MESH_WARN("%s: more than %d receives in flight (NCCL's contract allows %d)", describe().c_str(),
+              NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
+    return ncclInternalError;
+  }
+  r.in_use = true;
+  r.seq = next_seq_++;
+  r.capacity = sizes[0];
+  r.size = 0;
+  r.pending = ep_->qps().size();
+  if (!post_cts(&r, data[0], mem)) return report_failure();
+  *request = &r;
+  return ncclSuccess;
+}
+
+ncclResult_t RdmaConnection::test(RequestHeader* request, int* done, int* sizes) {
+  auto* r = reinterpret_cast<Request*>(request);
+  *done = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* f = reinterpret_cast<FlushRequest*>(request);
+  if (f >= flushes_.data() && f < flushes_.data() + flushes_.size()) {
+    if (!f->in_use) {
+      MESH_WARN("%s: test() on a flush that is not in flight", describe().c_str());
+      return ncclInternalError;
+    }
+    poll_flush();
+    if (f->done) {
+      *done = 1;
+      if (sizes != nullptr) *sizes = 0;
+      f->in_use = false;
+      return ncclSuccess;
+    }
+    if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+    return ncclSuccess;
+  }
+  if (r < pool_.data() || r >= pool_.data() + pool_.size() || !r->in_use) {
+    MESH_WARN("%s: test() on a request that is not in flight (already completed?)",
+              describe().c_str());
+    return ncclInternalError;
+  }
+  poll();
+  if (r->pending == 0) {
+    *done = 1;
+    if (sizes != nullptr) *sizes = r->size > INT_MAX ? INT_MAX : static_cast<int>(r->size);
+    r->in_use = false;
+    return ncclSuccess;
+  }
+  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  return ncclSuccess;
+}
+
+}  // namespace mesh::rdma

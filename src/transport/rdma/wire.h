@@ -1,0 +1,87 @@
+// What two RDMA endpoints tell each other, and the arithmetic both sides must agree on.
+//
+// 1. Setup message (handshake extension, big-endian). The connector (always the sender: NCCL's
+//    connect() returns the send comm) appends it to its control-socket hello; the listener's
+//    handshake service answers with its own after the 4-byte reply (handshake/hello.h).
+//      [0] u32 magic 'MSRD'   [4] u8 version   [5] u8 number of QPs (1..kMaxQps)
+//      [6] u16 reserved (0)   [8] u64 clear-to-send ring address (sender; 0 from the receiver)
+//      [16] nqps x 40-byte QP entries:
+//        [0] u32 QP number (24 bits)   [4] u32 initial PSN (24 bits)   [8] u8[16] GID
+//        [24] u16 LID (InfiniBand; 0 on RoCE)   [26] u8 path MTU (verbs enum 1..5)
+//        [27] u8 reserved (0)   [28] u32 local IPv4 address of this QP's cable
+//        [32] u32 peer IPv4 address on that cable   [36] u32 ring rkey (sender; 0 from receiver)
+//    Both sides check every field; the listener maps "peer IPv4 address" to its own RDMA port.
+//
+// 2. Clear-to-send ring: NCCL_NET_MAX_REQUESTS entries of kCtsEntrySize bytes in the sender's
+//    registered memory. For every posted receive the receiver RDMA-WRITEs (inline) one entry
+//    into slot seq % NCCL_NET_MAX_REQUESTS, little-endian:
+//      [0] u64 buffer address   [8] u64 buffer capacity   [16] u32 rkey per QP (kMaxQps)
+//      [48] u32 reserved (0)    [52] u32 reserved (0)     [56] u32 reserved (0)
+//      [60] u32 sequence + 1 (written in the same WRITE; the sender reads it last)
+//    A sender's isend returns "retry" (NULL) until the entry for its sequence is there.
+//
+// 3. Data: the message is split into 128-byte-aligned slices by the sender's actual size
+//    (split()); QP q writes slice q with one RDMA WRITE_WITH_IMM into the announced buffer; every
+//    QP posts exactly one per message (a zero-length one when its slice is empty), so each QP's
+//    completions arrive in message order on both sides. The immediate is the message size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mesh::rdma {
+
+inline constexpr uint32_t kSetupMagic = 0x4D535244;  // "MSRD"
+inline constexpr uint8_t kSetupVersion = 1;
+inline constexpr size_t kMaxQps = 8;
+inline constexpr size_t kSetupHeaderSize = 16;
+inline constexpr size_t kQpEntrySize = 40;
+inline constexpr size_t kMaxSetupSize = kSetupHeaderSize + kMaxQps * kQpEntrySize;
+inline constexpr size_t kCtsEntrySize = 64;
+inline constexpr size_t kSliceAlign = 128;
+// The immediate carries the message size: larger sends are refused (NCCL's test() reports int
+// sizes anyway, so NCCL never posts one).
+inline constexpr uint64_t kMaxMessageSize = 0xFFFFFFFFull;
+
+struct QpInfo {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint8_t gid[16] = {};
+  uint16_t lid = 0;
+  uint8_t mtu = 0;  // ibv_mtu: 1 = 256 ... 5 = 4096
+  uint32_t local_addr = 0;
+  uint32_t peer_addr = 0;
+  uint32_t ring_rkey = 0;
+};
+
+struct SetupMessage {
+  uint64_t ring_addr = 0;
+  std::vector<QpInfo> qps;
+};
+
+std::vector<uint8_t> encode_setup(const SetupMessage& m);
+// Validates magic, version, QP count, reserved bytes, QPN/PSN ranges, MTU enum and length.
+bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::string* why);
+
+struct CtsEntry {
+  uint64_t addr = 0;
+  uint64_t capacity = 0;
+  uint32_t rkeys[kMaxQps] = {};
+  uint32_t seq_plus_one = 0;
+};
+
+void encode_cts_entry(const CtsEntry& e, uint8_t* out);  // kCtsEntrySize bytes
+CtsEntry decode_cts_entry(const uint8_t* in);
+
+struct Slice {
+  size_t offset = 0;
+  size_t length = 0;
+};
+
+// Slice q of a `size`-byte message over `nqps` QPs: equal 128-byte-aligned pieces, the last one
+// takes the remainder; trailing slices are empty when the message is small.
+Slice split(size_t size, size_t nqps, size_t q);
+
+}  // namespace mesh::rdma
