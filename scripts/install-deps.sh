@@ -3,7 +3,8 @@
 # present; needs root (apt-get) otherwise. Debian 12 package names.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config clang libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-      libfmt-dev iproute2 nftables gnuplot-nox procps python3)
+      libfmt-dev libibverbs-dev iproute2 nftables gnuplot-nox procps python3)
+# libibverbs-dev: the verbs headers only; the plugin dlopens libibverbs.so.1 at run time.
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
