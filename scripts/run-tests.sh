@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Every test lane, as CI runs it:
 #   1. release build: unit, conformance, tool and (as root) namespace-mesh suites via ctest;
-#   2. ASan+UBSan build: unit and conformance suites;
-#   3. TSan build: unit and conformance suites;
-#   4. libFuzzer (clang): every parser target for a bounded time (scripts/run-fuzz.sh).
-# Usage: scripts/run-tests.sh [lane ...]   lanes: release asan tsan fuzz (default: all)
+#   2. ASan+UBSan build: unit, conformance and soak suites;
+#   3. TSan build: the same;
+#   4. libFuzzer (clang): every parser target for a bounded time (scripts/run-fuzz.sh);
+#   5. Soft-RoCE: conformance suite and bandwidth over rdma_rxe in a qemu VM (tests/softroce/).
+# Usage: scripts/run-tests.sh [lane ...]   lanes: release asan tsan fuzz softroce (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 lanes=("$@")
-[ ${#lanes[@]} -eq 0 ] && lanes=(release asan tsan fuzz)
+[ ${#lanes[@]} -eq 0 ] && lanes=(release asan tsan fuzz softroce)
 jobs=$(nproc)
 status=0
 run_lane() {
@@ -21,6 +22,29 @@ run_lane() {
     tsan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=thread
                 "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak"); labels="unit|conformance|soak" ;;
     fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-30}"; return ;;
+    softroce)
+      # The release lane's tree when there is one (its targets are then up to date), else a
+      # tree with only the plugin, the conformance suite and the bench. LANE_TRANSPORT
+      # (rdma by default) and the other LANE_* settings pass through (tests/softroce/README.md).
+      local targets=(nccl-net-mesh mesh_conformance_test mesh_conformance_peer nccl-mesh-bench)
+      if [ -f build-ci-release/CMakeCache.txt ]; then
+        dir=build-ci-release
+      else
+        cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "-DMESH_SUBDIRS=src/tools;tests/conformance" \
+          >/dev/null || return
+      fi
+      echo "=== lane softroce: build ($dir)"
+      cmake --build "$dir" -j"$jobs" --target "${targets[@]}" || return
+      echo "=== lane softroce: test"
+      # The asan lane's tree, when it ran before, also runs the RDMA tests under ASan+UBSan.
+      if [ -f build-ci-asan/CMakeCache.txt ]; then
+        cmake --build build-ci-asan -j"$jobs" --target nccl-net-mesh mesh_conformance_test \
+          mesh_conformance_peer || return
+        LANE_ASAN_BUILD=build-ci-asan tests/softroce/run-lane.sh "$dir"
+      else
+        tests/softroce/run-lane.sh "$dir"
+      fi
+      return ;;
     *) echo "unknown lane $lane" >&2; return 2 ;;
   esac
   echo "=== lane $lane: configure and build"
