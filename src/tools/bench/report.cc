@@ -269,7 +269,7 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
         line +=
             fmt::format(" {} {}", cell_bw(b.gbps, 10), cell(ratio(r.plugin.gbps, b.gbps), 8, 2));
       }
-      line += " " + cell(r.plugin.lat_us, 10, 2);
+      line.append(" ").append(cell(r.plugin.lat_us, 10, 2));
       for (const auto& n : names) {
         const Measurement* m = r.baseline(n);
         const Measurement b = m != nullptr ? *m : Measurement{};
