@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test lane, as CI runs it:
 #   1. release build: unit, conformance, tool and (as root) namespace-mesh suites via ctest;
-#   2. ASan+UBSan build: unit, conformance and soak suites;
+#   2. ASan+UBSan build: unit, conformance, soak and (as root) the namespace suite's fault and
+#      multi-rank cases (SANITIZER_CASES in tests/netns/cases.py);
 #   3. TSan build: the same;
 #   4. libFuzzer (clang): every parser target for a bounded time (scripts/run-fuzz.sh);
 #   5. Soft-RoCE: conformance suite and bandwidth over rdma_rxe in a qemu VM (tests/softroce/).
@@ -18,9 +19,11 @@ run_lane() {
   case $lane in
     release) args=(-DCMAKE_BUILD_TYPE=Release) ;;
     asan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=address
-                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak"); labels="unit|conformance|soak" ;;
+                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak;src/tools/bench;tests/netns")
+          labels="unit|conformance|soak|netns" ;;
     tsan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=thread
-                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak"); labels="unit|conformance|soak" ;;
+                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak;src/tools/bench;tests/netns")
+          labels="unit|conformance|soak|netns" ;;
     fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-30}"; return ;;
     softroce)
       # The release lane's tree when there is one (its targets are then up to date), else a

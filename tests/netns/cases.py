@@ -8,6 +8,7 @@ traffic only flows between interfaces of those namespaces (198.18.0.0/15)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -18,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import meshtopo  # noqa: E402
 from nmlib import (KiB, MiB, BenchJob, Build, Failures, cable_bytes, diff, fmt_bytes,  # noqa: E402
-                   iface_bytes, log, snapshot, topology, wait_traffic)
+                   iface_bytes, log, snapshot, topology, tx_rate, wait_traffic, wait_tx)
 
 # Attribution thresholds, relative to the payload the bench moved (both directions):
 ON_CABLE_MIN = 0.95      # the joining cable(s) carry at least 95% of the payload
@@ -33,6 +34,31 @@ FAULT_GRACE = 2          # seconds allowed beyond FAULT_TIMEOUT (process exit)
 FAULT_DURATION = 25      # --duration of the transfers that run through a fault
 FAULT_START_LIMIT = 60   # seconds for both transfers to get going (bench setup on a busy box)
 NOADJ_TIMEOUT = 15       # bench --timeout when no common subnet exists
+# Reliability cases (issue 8; docs/reliability.md). Every fault prints one RELIABILITY row.
+ERROR_MARGIN = 3.0       # s allowed beyond the plugin's own timeout for an error to reach the
+                         # caller and the process to close and exit (x3 ASan, x5 TSan)
+CLOSE_MAX = 2.0          # s a close of every comm plus finalize may take after a fault (scaled)
+RESTORE_CUT = 2.0        # s a cable stays down in fault-cut-restore: 40% of the 5 s
+                         # NCCL_MESH_TCP_USER_TIMEOUT_MS (TCP's retransmission backoff means the
+                         # first retransmission after the restore may come ~2x the cut later)
+STALL_TIME = 3.0         # s a peer stays SIGSTOPped in fault-stall and then continues: 60% of
+                         # the user timeout (longer stops may end in an error, see fault_stall)
+LOSSY_DURATION = 6       # --duration of each fault-lossy run
+FLOOD_WINDOW = 5.0       # s of each throughput window in fault-flood (before, during the flood)
+FLOOD_MIN_RATIO = 0.5    # throughput during the flood / before it (2 shared cores: noisy)
+FLOOD_HALF_OPEN = 50     # half-open sockets the flood holds per target (cap is 256 per process)
+FLOOD_GARBAGE_PER_S = 20  # garbage connections a second, over all targets
+HS_PORT = 29700          # NCCL_MESH_HANDSHAKE_PORT of the flood cases' jobs (+0, +1, +2)
+CURRENT_CASE = ""
+# The cases the ASan and TSan lanes run (tests/netns/CMakeLists.txt registers only these in a
+# sanitizer build): the error paths (setup failure, killed, cut, stopped peers, the flood) and
+# the multi-rank and multi-rail data paths. The others repeat those code paths with other
+# topologies (attribution) and would cost ~10 more minutes per lane.
+SANITIZER_CASES = ["triangle-bench3", "dual-link", "fault-setup", "fault-kill", "fault-cut-restore",
+                   "fault-stall", "fault-flood"]
+ROWS_FILE = ""           # BUILD/netns-logs/reliability.jsonl (set in main)
+LANE = "release"         # the build's sanitizer lane: release, asan or tsan
+RUN_ID = ""              # this run of the case: rows of older runs are superseded by it
 
 CASES = {}
 
@@ -112,6 +138,113 @@ def expect_failure(F, job, what, limit, want_text=None):
     if not ok or F.items:
         log(job.report())
     return waited
+
+
+def reliability_row(F, n0: int, fault: str, behaviour: str, time_to_error: float | None,
+                    leaks: str, **extra) -> None:
+    """One machine-readable row for docs/reliability.md (scripts/reliability-table.py collects
+    them from the test log): the fault, what the plugin did, seconds from the fault to the error
+    reaching the caller (None: no error, none expected), what the leak check saw, and pass/FAIL
+    (every check made since F had n0 failures passed)."""
+    row = {"fault": fault, "behaviour": behaviour,
+           "time_to_error_s": None if time_to_error is None else round(time_to_error, 2),
+           "leaks": leaks, "result": "pass" if len(F.items) == n0 else "FAIL",
+           "test": f"netns.{CURRENT_CASE}", **extra}
+    log("RELIABILITY " + json.dumps(row))
+    # ctest keeps a passing test's output to itself: the rows also go next to the bench logs,
+    # where scripts/reliability-table.py finds them (one JSON object a line, appended).
+    if ROWS_FILE:
+        with open(ROWS_FILE, "a") as f:
+            f.write(json.dumps({**row, "lane": LANE, "run": RUN_ID,
+                                "when": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+
+
+def warn_text(line: str) -> str:
+    """The message of a plugin WARN line, without the rank/file prefix."""
+    m = re.search(r"NET/Mesh\s*:?\s*(.*)$", line)
+    text = (m.group(1) if m else line).strip()
+    return f'"{text[:160]}{"..." if len(text) > 160 else ""}"'
+
+
+def check_warns(F, ranks, what: str, expected: bool = True) -> str:
+    """expected: each rank logged at least one and at most one per comm (2) plugin WARN;
+    otherwise none. Returns a summary ('1 WARN on rank 0')."""
+    parts = []
+    for r in ranks:
+        n = len(r.warn_lines())
+        parts.append(f"{n} WARN on rank {r.rank}")
+        if expected:
+            F.check(1 <= n <= 2, f"{what}: rank {r.rank} logged {n} plugin WARN line(s) "
+                                 f"(want 1, at most one per comm)")
+        else:
+            F.check(n == 0, f"{what}: rank {r.rank} logged no plugin WARN ({n})"
+                    + (f": {r.warn_lines()[0][:160]}" if n else ""))
+    return ", ".join(parts)
+
+
+def check_close(F, build, ranks, what: str) -> str:
+    """Each rank's CLOSE line (the bench closes every comm and finalizes, after a failure too):
+    it took at most CLOSE_MAX s (no hang in close), and the process is back to the open file
+    descriptors and threads it had before the plugin's init (LeakSanitizer clean when the build
+    has it). Returns the summary for the row."""
+    limit = CLOSE_MAX * build.time_scale
+    # TSan's runtime starts a background thread of its own at the first pthread_create (after
+    # the bench's baseline) and keeps it: one thread more is the runtime, not the plugin.
+    extra = 1 if build.sanitizer == "thread" else 0
+    secs, fds, thr, lsan = [], [], [], []
+    for r in ranks:
+        c = r.close_report()
+        if not F.check(c is not None, f"{what}: rank {r.rank} closed its comms and finalized "
+                                      f"(CLOSE line)"):
+            continue
+        F.check(c["close_s"] <= limit and not c["errors"],
+                f"{what}: rank {r.rank}: closing {c['comms']} comm(s) + finalize took "
+                f"{c['close_s']:.3f}s (<= {limit:g}s)"
+                + (", with close errors" if c["errors"] else ""))
+        F.check(c["fds"][1] <= c["fds"][0] and c["threads"][1] <= c["threads"][0] + extra,
+                f"{what}: rank {r.rank}: fds {c['fds'][0]} -> {c['fds'][1]}, threads "
+                f"{c['threads'][0]} -> {c['threads'][1]} (before init -> after close"
+                + ("; +1 allowed: TSan's background thread)" if extra else ")"))
+        if c["lsan"] is not None:
+            F.check(c["lsan"] == "clean", f"{what}: rank {r.rank}: LeakSanitizer {c['lsan']}")
+            lsan.append(c["lsan"])
+        secs.append(c["close_s"])
+        fds.append(f"{c['fds'][0]}->{c['fds'][1]}")
+        thr.append(f"{c['threads'][0]}->{c['threads'][1]}")
+    if not secs:
+        return "not checked (no CLOSE line)"
+    return (f"close+finalize {min(secs):.3f}-{max(secs):.3f} s; fds {', '.join(fds)}, threads "
+            f"{', '.join(thr)} (before init -> after close, per rank"
+            + ("; TSan's runtime adds 1" if extra else "") + ")"
+            + (f"; LeakSanitizer {', '.join(lsan)}" if lsan else ""))
+
+
+def start_stream(F, build, topo, jobs, ends, what) -> bool:
+    """Waits until every (host, ifname) in ends carries traffic of the streaming jobs."""
+    t0 = time.monotonic()
+    ok = wait_traffic(topo, ends, 16 * MiB, FAULT_START_LIMIT * build.time_scale,
+                      while_running=jobs)
+    log(f"  {what}: traffic flowing after {time.monotonic() - t0:.1f}s")
+    if not F.check(ok and all(j.running() for j in jobs), f"{what}: transfer under way"):
+        for j in jobs:
+            j.wait(1)
+            log(j.report())
+        return False
+    time.sleep(1)
+    return True
+
+
+def link(topo, host, ifname, state):
+    subprocess.run(["ip", "-n", topo.ns(host), "link", "set", ifname, state], check=True)
+
+
+def stream_gbps(job) -> float | None:
+    """Sum over directions of the plugin GB/s of a --duration job (rank 0's JSON)."""
+    res = job.ranks[0].result() or {}
+    vals = [row.get("plugin_gbps") for row in res.get("rows", [])
+            if row.get("pattern") == "stream"]
+    vals = [v for v in vals if isinstance(v, (int, float))]
+    return sum(vals) if vals else None
 
 
 def require_build(F, build) -> bool:
@@ -305,6 +438,7 @@ def fault_case(F, build, prefix, fault: str):
     within the timeout, c-d must finish cleanly."""
     if not require_build(F, build):
         return
+    n0 = len(F.items)
     with topology("ring4", prefix) as topo:
         env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS": str(FAULT_USER_TIMEOUT_MS)}
         victim = BenchJob(build, topo, ["a", "b"], f"fault-{fault}-ab", sizes="8M",
@@ -321,7 +455,8 @@ def fault_case(F, build, prefix, fault: str):
             log(victim.report())
             log(other.report())
             return
-        time.sleep(1)
+        cd_ends = [(other.ranks[0], "cd"), (other.ranks[1], "cc")]
+        cd_before = tx_rate(cd_ends, 2.0)
         t_fault = time.monotonic()
         if fault == "cut":
             subprocess.run(["ip", "-n", topo.ns("a"), "link", "set", "cb", "down"], check=True)
@@ -342,8 +477,10 @@ def fault_case(F, build, prefix, fault: str):
                 r.kill()
                 r.proc.wait()
                 r.poll()
+        times = []
         for r in survivors:
             dt = (r.t_end or time.monotonic()) - t_fault
+            times.append(dt)
             F.check(r not in hung and r.reported_error(),
                     f"{what}: rank {r.rank} on {r.host} reported the error "
                     f"{'(HUNG, killed)' if r in hung else f'rc={r.rc}'}; time to error "
@@ -352,15 +489,37 @@ def fault_case(F, build, prefix, fault: str):
             log(f"  TIME-TO-ERROR {fault} rank{r.rank}@{r.host}: {dt:.2f}s")
             if r.error_lines():
                 log(f"      {r.error_lines()[0][:200]}")
+        warns = check_warns(F, survivors, what)
+        leaks = check_close(F, build, [r for r in survivors if r not in hung], what)
         if F.items:
             log(victim.report())
         F.check(other.running(), "c-d was still streaming when a-b had failed (they overlapped)")
+        cd_after = tx_rate(cd_ends, 2.0) if other.running() else None
+        ratio = None
+        if cd_after is not None and cd_before:
+            ratio = cd_after / cd_before
+            F.check(ratio >= FLOOD_MIN_RATIO,
+                    f"c-d throughput after the fault {fmt_bytes(cd_after)}/s vs "
+                    f"{fmt_bytes(cd_before)}/s before: ratio {ratio:.2f} (>= {FLOOD_MIN_RATIO})")
         finished = other.wait(FAULT_DURATION + PAIR_TIMEOUT)
         F.check(finished and other.ok(),
                 f"c-d on other cables kept working: rc {[r.rc for r in other.ranks]}"
                 f"{'' if finished else ' (HUNG, killed)'}")
         if not other.ok():
             log(other.report())
+        faults = {"cut": "cable cut during a transfer, not restored",
+                  "kill-rank1": "peer process SIGKILLed during a transfer",
+                  "kill-rank0": "peer process SIGKILLed during a transfer (the rank that also "
+                                "served the bench's rendezvous)"}
+        err = next((l for r in survivors for l in r.warn_lines()), "")
+        reliability_row(F, n0, faults[fault],
+                        f"{'both ranks fail' if fault == 'cut' else 'the survivor fails'} the "
+                        f"pending request with a plugin error (exit 3), {warns}: "
+                        f"{warn_text(err)}; the c-d pair on other cables finishes verified"
+                        + (f", throughput ratio after/before {ratio:.2f}" if ratio else ""),
+                        max(times) if times else None, leaks,
+                        settings=f"NCCL_MESH_TCP_USER_TIMEOUT_MS={FAULT_USER_TIMEOUT_MS}, "
+                                 f"bench --timeout {FAULT_TIMEOUT}")
 
 
 @case
@@ -383,6 +542,511 @@ def fault_kill_rendezvous(F, build, prefix):
     fault_case(F, build, prefix, "kill-rank0")
 
 
+@case
+def fault_cut_restore(F, build, prefix):
+    """triangle a-b streams; the cable is cut for 2 s (40% of NCCL_MESH_TCP_USER_TIMEOUT_MS=5000)
+    and restored: the transfer resumes and finishes verified, no WARN. Then a cut that stays:
+    both ranks report an error within the user timeout + margin, close promptly, leak nothing."""
+    if not require_build(F, build):
+        return
+    ut = FAULT_USER_TIMEOUT_MS / 1000
+    env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS": str(FAULT_USER_TIMEOUT_MS)}
+    ends = [("a", "cb"), ("b", "ca")]
+    with topology("triangle", prefix) as topo:
+        n0 = len(F.items)
+        job = BenchJob(build, topo, ["a", "b"], "cut-restore", sizes="4M", duration=14,
+                       timeout=FAULT_TIMEOUT, env=env)
+        if not start_stream(F, build, topo, [job], ends, "a-b"):
+            return
+        what = f"cable a-b down {RESTORE_CUT:g}s, then up"
+        link(topo, "a", "cb", "down")
+        time.sleep(RESTORE_CUT)
+        link(topo, "a", "cb", "up")
+        t_resumed = wait_tx([(job.ranks[0], "cb"), (job.ranks[1], "ca")], 1 * MiB,
+                            15 * build.time_scale)
+        F.check(t_resumed is not None, f"{what}: 1 MiB more crossed the cable each way "
+                                       f"{t_resumed or -1:.2f}s after the restore")
+        t_resumed = t_resumed or -1
+        finished = job.wait(14 + PAIR_TIMEOUT)
+        F.check(finished and job.ok(), f"{what}: both ranks exit 0, every byte verified "
+                                       f"(rc {[r.rc for r in job.ranks]})")
+        check_warns(F, job.ranks, what, expected=False)
+        leaks = check_close(F, build, job.ranks, what)
+        gbps = stream_gbps(job)
+        if not job.ok():
+            log(job.report())
+        reliability_row(F, n0, f"cable cut for {RESTORE_CUT:g} s during a transfer, then "
+                                f"restored ({100 * RESTORE_CUT / ut:.0f}% of "
+                                f"NCCL_MESH_TCP_USER_TIMEOUT_MS)",
+                        f"no error, no WARN: 1 MiB more crossed the cable each way "
+                        f"{t_resumed:.2f} s after the restore and the stream finished verified"
+                        + (f" at {gbps:.2f} GB/s overall" if gbps else ""), None, leaks,
+                        settings=f"NCCL_MESH_TCP_USER_TIMEOUT_MS={FAULT_USER_TIMEOUT_MS}")
+
+        n0 = len(F.items)
+        job = BenchJob(build, topo, ["a", "b"], "cut-stays", sizes="4M", duration=FAULT_DURATION,
+                       timeout=FAULT_TIMEOUT, env=env)
+        if not start_stream(F, build, topo, [job], ends, "a-b"):
+            return
+        what = "cable a-b cut for good"
+        link(topo, "a", "cb", "down")
+        t_cut = time.monotonic()
+        limit = ut + ERROR_MARGIN * build.time_scale
+        finished = job.wait(limit)
+        times = [(r.t_end or time.monotonic()) - t_cut for r in job.ranks]
+        for r, dt in zip(job.ranks, times):
+            F.check(r.reported_error() and dt <= limit,
+                    f"{what}: rank {r.rank} reported a plugin error (rc={r.rc}) {dt:.2f}s after "
+                    f"the cut (limit {limit:g}s = NCCL_MESH_TCP_USER_TIMEOUT_MS + margin)"
+                    + ("" if finished else " HUNG, killed"))
+        warns = check_warns(F, job.ranks, what)
+        leaks = check_close(F, build, job.ranks, what)
+        link(topo, "a", "cb", "up")
+        err = next((l for r in job.ranks for l in r.warn_lines()), "")
+        if F.items[n0:]:
+            log(job.report())
+        reliability_row(F, n0, "cable cut during a transfer, not restored (tight bound: the "
+                               "plugin's own timeout, no application timeout involved)",
+                        f"both ranks fail with a plugin error (exit 3), {warns}: "
+                        f"{warn_text(err)}", max(times), leaks,
+                        settings=f"NCCL_MESH_TCP_USER_TIMEOUT_MS={FAULT_USER_TIMEOUT_MS}")
+
+
+def nft_loss(topo, host, ifname, percent) -> None:
+    """Drops `percent`% of the packets arriving on host:ifname (nftables, random), so the sender
+    really loses them (a drop on the sending side would be a local error TCP sees at once)."""
+    rules = (f"table inet meshloss {{\n  chain in {{\n"
+             f"    type filter hook prerouting priority -300; policy accept;\n"
+             f"    iifname \"{ifname}\" numgen random mod 100 < {percent} counter drop\n  }}\n}}\n")
+    subprocess.run(["ip", "netns", "exec", topo.ns(host), "nft", "-f", "-"], input=rules,
+                   text=True, check=True)
+
+
+def nft_dropped(topo, host) -> int:
+    out = subprocess.run(["ip", "netns", "exec", topo.ns(host), "nft", "list", "table", "inet",
+                          "meshloss"], capture_output=True, text=True).stdout
+    m = re.search(r"counter packets (\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+def ping_rtt(topo, host, addr, count=10) -> tuple[float | None, int]:
+    """(average RTT in ms, packets lost) of `count` pings 0.2 s apart."""
+    p = subprocess.run(["ip", "netns", "exec", topo.ns(host), "ping", "-q", "-n", "-c", str(count),
+                        "-i", "0.2", "-W", "1", addr], capture_output=True, text=True)
+    m = re.search(r"= [\d.]+/([\d.]+)/", p.stdout)
+    lost = re.search(r"(\d+) packets transmitted, (\d+) received", p.stdout)
+    return (float(m.group(1)) if m else None,
+            int(lost.group(1)) - int(lost.group(2)) if lost else count)
+
+
+LOSSY_RUNS = [
+    # (label, loss % on each cable end (nftables), tbf "rate burst latency" on each end)
+    ("clean", 0, None),
+    ("2% loss each way", 2, None),
+    ("5% loss each way", 5, None),
+    ("slow: tbf 200 Mbit/s, 20 ms queue", 0, ("200mbit", "64kb", "20ms")),
+]
+
+
+@case
+def fault_lossy(F, build, prefix):
+    """triangle a-b streams (plugin defaults) over a clean cable, with 2% and 5% random packet
+    loss each way (nftables), and through a 200 Mbit/s token bucket (tc tbf): every run finishes
+    verified without an error or WARN; throughput and the RTT under load are printed."""
+    if not require_build(F, build):
+        return
+    clean = None
+    for label, loss, tbf in LOSSY_RUNS:
+        with topology("triangle", prefix) as topo:
+            n0 = len(F.items)
+            for host, ifn in (("a", "cb"), ("b", "ca")):
+                if loss:
+                    nft_loss(topo, host, ifn, loss)
+                if tbf:
+                    rate, burst, lat = tbf
+                    subprocess.run(["tc", "-n", topo.ns(host), "qdisc", "add", "dev", ifn, "root",
+                                    "tbf", "rate", rate, "burst", burst, "latency", lat],
+                                   check=True)
+            what = f"a-b, {label}"
+            job = BenchJob(build, topo, ["a", "b"], f"lossy-{loss}-{'tbf' if tbf else 'notbf'}",
+                           sizes="4M", duration=LOSSY_DURATION, timeout=PAIR_TIMEOUT,
+                           env={"NCCL_MESH_CONNECT_TIMEOUT_MS": "30000"})
+            rtt = (None, 0)
+            if wait_traffic(topo, [("a", "cb")], 4 * MiB, FAULT_START_LIMIT * build.time_scale,
+                            while_running=[job]):
+                rtt = ping_rtt(topo, "a", str(topo.cables_between("a", "b")[0].end("b").addr.ip))
+            finished = job.wait(LOSSY_DURATION + PAIR_TIMEOUT + 30)
+            F.check(finished and job.ok(), f"{what}: both ranks exit 0, every byte verified "
+                                           f"(rc {[r.rc for r in job.ranks]})")
+            check_warns(F, job.ranks, what, expected=False)
+            leaks = check_close(F, build, job.ranks, what)
+            gbps = stream_gbps(job)
+            F.check(gbps is not None and gbps > 0, f"{what}: throughput {gbps or 0:.3f} GB/s "
+                                                   f"(both directions)")
+            dropped = nft_dropped(topo, "a") + nft_dropped(topo, "b") if loss else 0
+            if loss:
+                F.check(dropped > 0, f"{what}: nftables dropped {dropped} packets")
+            if tbf:
+                cap = 2 * 200e6 / 8 / 1e9 * 1.1  # GB/s, both directions, +10%
+                F.check(gbps is not None and gbps <= cap,
+                        f"{what}: the token bucket held the rate "
+                        f"({gbps or 0:.3f} <= {cap:.3f} GB/s)")
+            if clean is None and gbps:
+                clean = gbps
+            ratio = gbps / clean if gbps and clean else None
+            log(f"  LOSSY {label}: {gbps or 0:.3f} GB/s (x{ratio or 0:.2f} of clean), ping RTT "
+                f"under load {rtt[0]} ms ({rtt[1]}/10 pings lost), {dropped} packets dropped")
+            if not job.ok():
+                log(job.report())
+            if label != "clean":
+                reliability_row(
+                    F, n0, f"lossy/slow link: {label}"
+                    + (" (nftables numgen drop on ingress, both ends)" if loss else
+                       " (tc tbf on both ends)"),
+                    f"no error, no WARN; stream finished verified at {gbps or 0:.3f} GB/s "
+                    f"(x{ratio or 0:.2f} of the clean run {clean or 0:.3f} GB/s); ping RTT under "
+                    f"load {rtt[0]} ms" + (f"; {dropped} packets dropped" if loss else ""),
+                    None, leaks, settings="plugin defaults", gbps=gbps, ratio=ratio)
+
+
+@case
+def fault_stall(F, build, prefix):
+    """triangle a-b streams; rank 1 is SIGSTOPped for 3 s (60% of
+    NCCL_MESH_TCP_USER_TIMEOUT_MS=5000; its kernel keeps the connection alive) and continued: no
+    error, the stream resumes and finishes verified. Then it stays stopped, with the host's
+    socket buffers and with 1 MiB ones in b: rank 0 gets the plugin's timeout error within the
+    user timeout + margin when bytes b asked for are stuck behind its shut window, or, when
+    nothing is outstanding, no plugin error and its own --timeout. Each time rank 0's close
+    returns at once although the peer is still stopped."""
+    if not require_build(F, build):
+        return
+    env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS": str(FAULT_USER_TIMEOUT_MS)}
+    ends = [("a", "cb"), ("b", "ca")]
+    with topology("triangle", prefix) as topo:
+        n0 = len(F.items)
+        job = BenchJob(build, topo, ["a", "b"], "stall-resume", sizes="8M",
+                       duration=STALL_TIME + 14,
+                       timeout=STALL_TIME + 10, env=env)
+        if not start_stream(F, build, topo, [job], ends, "a-b"):
+            return
+        what = f"rank 1 SIGSTOPped for {STALL_TIME:g}s"
+        job.ranks[1].kill(signal.SIGSTOP)
+        time.sleep(STALL_TIME)
+        F.check(job.ranks[0].poll() is None, f"{what}: rank 0 still running, no error while "
+                                             f"the peer is stopped")
+        job.ranks[1].kill(signal.SIGCONT)
+        t_resumed = wait_tx([(job.ranks[0], "cb"), (job.ranks[1], "ca")], 1 * MiB,
+                            15 * build.time_scale)
+        F.check(t_resumed is not None, f"{what}: 1 MiB more crossed the cable each way "
+                                       f"{t_resumed or -1:.2f}s after SIGCONT")
+        t_resumed = t_resumed or -1
+        finished = job.wait(STALL_TIME + 14 + PAIR_TIMEOUT)
+        F.check(finished and job.ok(), f"{what}: both ranks exit 0, every byte verified "
+                                       f"(rc {[r.rc for r in job.ranks]})")
+        check_warns(F, job.ranks, what, expected=False)
+        leaks = check_close(F, build, job.ranks, what)
+        if not job.ok():
+            log(job.report())
+        reliability_row(F, n0, f"peer process stopped (SIGSTOP) for {STALL_TIME:g} s during a "
+                               f"transfer, then continued",
+                        f"no error, no WARN (the stopped peer's kernel keeps ACKing and answering "
+                        f"keepalives); 1 MiB more crossed the cable each way {t_resumed:.2f} s "
+                        f"after SIGCONT; finished verified",
+                        None, leaks, settings=f"NCCL_MESH_TCP_USER_TIMEOUT_MS="
+                                              f"{FAULT_USER_TIMEOUT_MS}")
+
+        # Then it stays stopped, twice: with the host's socket buffers, then with receive
+        # buffers (tcp_rmem max 1 MiB in b, left so until the topology goes) far smaller than
+        # the bytes it asks for.
+        for rmem in (None, STALL_SMALL_RMEM):
+            stall_forever(F, build, topo, env, ends, rmem)
+
+
+STALL_SMALL_RMEM = "4096 131072 1048576"  # tcp_rmem in the stopped host: 1 MiB per socket, far
+                                          # below the 16 MiB per data socket it asks for
+
+
+def stall_forever(F, build, topo, env, ends, rmem):
+    n0 = len(F.items)
+    app_timeout = 10
+    if rmem:
+        subprocess.run(["ip", "netns", "exec", topo.ns("b"), "sysctl", "-q", "-w",
+                        f"net.ipv4.tcp_rmem={rmem}"], check=True)
+    # --no-verify: a receiver whose main thread lags behind its data threads (checking 8 MiB
+    # messages under a sanitizer) has taken every cleared byte when it stops.
+    job = BenchJob(build, topo, ["a", "b"], f"stall-stays-{'small' if rmem else 'default'}",
+                   sizes="8M", duration=FAULT_DURATION, timeout=app_timeout, env=env,
+                   verify=False)
+    try:
+        if not start_stream(F, build, topo, [job], ends, "a-b"):
+            return
+        what = f"rank 1 stopped for good ({'tcp_rmem max 1 MiB' if rmem else 'default buffers'})"
+        job.ranks[1].kill(signal.SIGSTOP)
+        t_stop = time.monotonic()
+        r0 = job.ranks[0]
+        limit = app_timeout + ERROR_MARGIN * build.time_scale
+        while r0.poll() is None and time.monotonic() - t_stop < limit:
+            time.sleep(0.05)
+        dt = (r0.t_end or time.monotonic()) - t_stop
+        # Bytes the peer asked for (clear-to-send: 8 x 8 MiB) but that its stopped process
+        # cannot read fill its socket buffers. If they do not all fit, its receive window closes,
+        # and Linux aborts a connection whose window stays shut for TCP_USER_TIMEOUT although
+        # the peer's kernel answers the probes: the plugin reports that error (a hung peer). If
+        # they all fit (tcp_rmem autotuned up to a large maximum), nothing is outstanding and the
+        # connection is healthy: only the caller's own timeout ends the wait. Which one happens
+        # depends on where the bytes were at the stop (small buffers make the first likely, but
+        # a receiver that had taken every cleared byte has nothing outstanding): both are right.
+        ut = FAULT_USER_TIMEOUT_MS / 1000
+        warn = next(iter(r0.warn_lines()), "")
+        plugin_error = r0.rc == 3 and "NCCL_MESH_TCP_USER_TIMEOUT_MS" in warn
+        ut_limit = ut + ERROR_MARGIN * build.time_scale
+        if plugin_error:
+            F.check(plugin_error and dt <= ut_limit,
+                    f"{what}: rank 0 got the plugin's timeout error (the peer's window stayed "
+                    f"shut) after {dt:.2f}s (rc={r0.rc}; limit {ut_limit:g}s = "
+                    f"NCCL_MESH_TCP_USER_TIMEOUT_MS + margin)")
+            check_warns(F, [r0], what)
+        else:
+            F.check(r0.rc == 4 and not r0.warn_lines(),
+                    f"{what}: no plugin error on rank 0 (nothing outstanding); its own --timeout "
+                    f"{app_timeout}s ended it after {dt:.2f}s (rc={r0.rc}, want exit 4 = TIMEOUT "
+                    f"within {limit:g}s)")
+        leaks = check_close(F, build, [r0], what + " (close while the peer is still stopped)")
+        F.check(job.ranks[1].poll() is None, f"{what}: rank 1 was still stopped during rank 0's "
+                                             f"close")
+        job.ranks[1].kill(signal.SIGCONT)
+        t_cont = time.monotonic()
+        job.wait(FAULT_TIMEOUT + ERROR_MARGIN * build.time_scale)
+        r1 = job.ranks[1]
+        dt1 = (r1.t_end or time.monotonic()) - t_cont
+        F.check(r1.reported_error(), f"{what}: after SIGCONT rank 1 reports the closed "
+                                     f"connection: rc={r1.rc} {dt1:.2f}s after SIGCONT")
+        warns = check_warns(F, [r1], what + ", continued")
+        err = next(iter(r1.warn_lines()), "")
+        if F.items[n0:]:
+            log(job.report())
+        if plugin_error:
+            outcome = (f"the survivor fails with the plugin's timeout error (exit 3): "
+                       f"{warn_text(warn)}")
+        else:
+            outcome = (f"the peer's socket buffers took every byte in flight, so nothing is "
+                       f"outstanding and the connection is healthy: no plugin error; the caller's "
+                       f"own timeout (bench --timeout {app_timeout} s, exit 4) ends the survivor")
+        why = ("either outcome is right: the plugin error when bytes the peer asked for "
+               "(clear-to-send) are stuck behind its shut window for TCP_USER_TIMEOUT (Linux "
+               "aborts the connection), none when nothing is outstanding"
+               + ("; 1 MiB buffers make the first likely" if rmem else ""))
+        reliability_row(F, n0, "peer process stopped (SIGSTOP) during a transfer, never "
+                               "continued, " + ("its tcp_rmem max 1 MiB" if rmem else
+                                                "default socket buffers"),
+                        f"{outcome} ({why}); its close returned at once while the peer was still "
+                        f"stopped; continued later, the peer fails {dt1:.1f} s after SIGCONT with "
+                        f"{warns}: {warn_text(err)}", dt, leaks,
+                        settings=f"NCCL_MESH_TCP_USER_TIMEOUT_MS={FAULT_USER_TIMEOUT_MS}, "
+                                 f"bench --timeout {app_timeout}")
+    finally:
+        for r in job.ranks:
+            r.kill(signal.SIGCONT)
+        job.wait(1)
+
+
+@case
+def fault_setup(F, build, prefix):
+    """triangle a-b: rank 1 is SIGKILLed (then, in a second run, SIGSTOPped) right after the
+    handle exchange, before rank 0 calls connect(): rank 0's connect fails with one WARN within
+    NCCL_MESH_CONNECT_TIMEOUT_MS=5000 + margin, and it closes cleanly."""
+    if not require_build(F, build):
+        return
+    ct = 5.0
+    with topology("triangle", prefix) as topo:
+        for sig, label in ((signal.SIGKILL, "killed"), (signal.SIGSTOP, "stopped")):
+            n0 = len(F.items)
+            what = f"peer {label} after the handle exchange"
+            job = BenchJob(build, topo, ["a", "b"], f"setup-{label}", sizes="1M",
+                           duration=5, timeout=ct + 15,
+                           env={"NCCL_MESH_CONNECT_TIMEOUT_MS": str(int(ct * 1000))},
+                           rank_args={0: ["--connect-delay", "2"], 1: ["--connect-delay", "60"]})
+            r0, r1 = job.ranks
+            seen = r1.wait_line(r"^PHASE rank 1: handles exchanged",
+                                FAULT_START_LIMIT * build.time_scale)
+            if not F.check(seen is not None, f"{what}: rank 1 reached the handle exchange"):
+                job.wait(1)
+                log(job.report())
+                continue
+            r1.kill(sig)
+            t_conn = r0.wait_line(r"^PHASE rank 0: connecting", 10 * build.time_scale)
+            F.check(t_conn is not None, f"{what}: rank 0 started connecting after the {label}")
+            t_conn = t_conn or time.monotonic()
+            limit = ct + ERROR_MARGIN * build.time_scale
+            while r0.poll() is None and time.monotonic() - t_conn < limit:
+                time.sleep(0.05)
+            dt = (r0.t_end or time.monotonic()) - t_conn
+            connect_err = [l for l in r0.error_lines() if "connect returned" in l]
+            F.check(r0.rc == 3 and bool(connect_err) and ct - 0.5 <= dt <= limit,
+                    f"{what}: rank 0's connect() failed (rc={r0.rc}) {dt:.2f}s after it started "
+                    f"(want {ct - 0.5:g}-{limit:g}s: NCCL_MESH_CONNECT_TIMEOUT_MS + margin)"
+                    + (f": {connect_err[0][:120]}" if connect_err else ""))
+            m = re.search(r"returned \d+ \((\w+)\)", connect_err[0] if connect_err else "")
+            code = m.group(1) if m else "an error"
+            warns = check_warns(F, [r0], what)
+            err = next(iter(r0.warn_lines()), "")
+            F.check("NCCL_MESH_CONNECT_TIMEOUT_MS" in err,
+                    f"{what}: the WARN names the setting: {warn_text(err)}")
+            leaks = check_close(F, build, [r0], what)
+            r1.kill(signal.SIGKILL)
+            job.wait(5)
+            if F.items[n0:]:
+                log(job.report())
+            how = ("SIGKILLed" if label == "killed" else "stopped (SIGSTOP)")
+            retry = ("connection refused" if label == "killed" else
+                     "the stopped peer's kernel accepts the TCP connection, no hello reply comes")
+            reliability_row(F, n0, f"peer process {how} during connection setup (after the "
+                                   f"handle exchange, before connect)",
+                            f"connect() keeps retrying ({retry}), then fails with {code} "
+                            f"(exit 3), {warns}: "
+                            f"{warn_text(err)}", dt, leaks,
+                            settings=f"NCCL_MESH_CONNECT_TIMEOUT_MS={int(ct * 1000)}")
+
+
+def start_flood(topo, host, targets, half_open, garbage_per_s, stats_path):
+    argv = ["ip", "netns", "exec", topo.ns(host), sys.executable,
+            os.path.join(os.path.dirname(os.path.abspath(__file__)), "flood.py"),
+            "--half-open", str(half_open), "--garbage-per-s", str(garbage_per_s),
+            "--stats", stats_path]
+    for t in targets:
+        argv += ["--target", t]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+
+
+def stop_flood(proc, stats_path) -> dict:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    try:
+        with open(stats_path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+@case
+def fault_flood(F, build, prefix):
+    """triangle: a-b streams while c holds 50 half-open connections on each of a's and b's
+    handshake ports and sends 20 garbage connections a second: a-b keeps >= 50% of its
+    throughput, and a new a-b pair connects and moves verified data during the flood. Then
+    c holds more half-open sockets than NCCL_MESH_MAX_PENDING_HANDSHAKES (256) while a new
+    pair connects: it must connect or fail with the 'saturated' error in bounded time."""
+    if not require_build(F, build):
+        return
+    ends = [("a", "cb"), ("b", "ca")]
+    with topology("triangle", prefix) as topo:
+        n0 = len(F.items)
+        a_addr = str(topo.cables_between("a", "c")[0].end("a").addr.ip)
+        b_addr = str(topo.cables_between("b", "c")[0].end("b").addr.ip)
+        ports = [HS_PORT, HS_PORT + 1]
+        targets = [f"{addr}:{p}" for addr in (a_addr, b_addr) for p in ports]
+        stream = BenchJob(build, topo, ["a", "b"], "flood-stream", sizes="4M", duration=30,
+                          timeout=PAIR_TIMEOUT, env={"NCCL_MESH_HANDSHAKE_PORT": str(ports[0])})
+        if not start_stream(F, build, topo, [stream], ends, "a-b"):
+            return
+        stream_ends = [(stream.ranks[0], "cb"), (stream.ranks[1], "ca")]
+        before = tx_rate(stream_ends, FLOOD_WINDOW) or 0
+        stats_path = os.path.join(build.logdir, "flood-stats.json")
+        flood = start_flood(topo, "c", targets, FLOOD_HALF_OPEN, FLOOD_GARBAGE_PER_S, stats_path)
+        time.sleep(2)
+        during = tx_rate(stream_ends, FLOOD_WINDOW) or 0
+        ratio = during / before if before else 0
+        F.check(ratio >= FLOOD_MIN_RATIO,
+                f"a-b throughput during the flood {fmt_bytes(during)}/s vs {fmt_bytes(before)}/s "
+                f"before: ratio {ratio:.2f} (>= {FLOOD_MIN_RATIO})")
+        log(f"  FLOOD throughput ratio {ratio:.2f}")
+        t_new = time.monotonic()
+        fresh = BenchJob(build, topo, ["a", "b"], "flood-new-pair", sizes="1M",
+                         timeout=PAIR_TIMEOUT, env={"NCCL_MESH_HANDSHAKE_PORT": str(ports[1])})
+        fin = fresh.wait(PAIR_TIMEOUT + 30)
+        t_new = time.monotonic() - t_new
+        F.check(fin and fresh.ok(), f"a new a-b pair (its handshake port flooded too) connected "
+                                    f"and verified its data in {t_new:.1f}s "
+                                    f"(rc {[r.rc for r in fresh.ranks]})")
+        if not fresh.ok():
+            log(fresh.report())
+        st = stop_flood(flood, stats_path)
+        log(f"  FLOOD stats: {json.dumps(st)}")
+        F.check(st.get("garbage_sent", 0) > 0 and st.get("max_half_open_held", 0) > 0,
+                f"the flood ran: {st.get('garbage_sent', 0)} garbage connections, up to "
+                f"{st.get('max_half_open_held', 0)} half-open held, replies {st.get('replies')}")
+        finished = stream.wait(30 + PAIR_TIMEOUT)
+        F.check(finished and stream.ok(), f"the a-b stream finished verified through the flood "
+                                          f"(rc {[r.rc for r in stream.ranks]})")
+        leaks = check_close(F, build, stream.ranks, "a-b stream under the flood")
+        nwarn = [len(r.warn_lines()) for r in stream.ranks]
+        kinds = {}
+        for r in stream.ranks:
+            for l in r.warn_lines():
+                k = ("refused (malformed hello)" if "refused handshake" in l else
+                     "closed half-open (no hello in time)" if "no complete hello" in l else
+                     "saturated" if "unauthenticated sockets pending" in l else "other")
+                kinds[k] = kinds.get(k, 0) + 1
+        log(f"  FLOOD WARN lines on the stream ranks: {nwarn} {kinds}")
+        if not stream.ok():
+            log(stream.report())
+        reliability_row(F, n0, f"handshake port flooded while a transfer runs: {FLOOD_HALF_OPEN} "
+                               f"half-open connections per process, {FLOOD_GARBAGE_PER_S} garbage "
+                               f"connections/s",
+                        f"the transfer keeps x{ratio:.2f} of its throughput and finishes verified; "
+                        f"a new pair connects during the flood ({t_new:.1f} s, verified); "
+                        f"garbage refused ({st.get('replies', {})}); half-open sockets closed "
+                        f"after NCCL_MESH_CONNECT_TIMEOUT_MS; the WARNs are one per refused or "
+                        f"expired socket ({sum(nwarn)} lines on the two ranks: {kinds})",
+                        None, leaks, ratio=round(ratio, 3),
+                        settings="NCCL_MESH_CONNECT_TIMEOUT_MS=5000, "
+                                 "NCCL_MESH_MAX_PENDING_HANDSHAKES=256")
+
+        # Above the pending cap: more half-open sockets than the service will hold.
+        n0 = len(F.items)
+        port = HS_PORT + 2
+        over = 300
+        flood = start_flood(topo, "c", [f"{a_addr}:{port}", f"{b_addr}:{port}"], over, 0,
+                            stats_path)
+        ct = 5.0
+        job = BenchJob(build, topo, ["a", "b"], "flood-over-cap", sizes="1M",
+                       timeout=PAIR_TIMEOUT, duration=3,
+                       env={"NCCL_MESH_HANDSHAKE_PORT": str(port)},
+                       rank_args={0: ["--connect-delay", "4"], 1: ["--connect-delay", "4"]})
+        t_conn = job.ranks[0].wait_line(r"^PHASE rank 0: connecting", 30 * build.time_scale)
+        t_conn = t_conn or time.monotonic()
+        limit = ct + 3 + ERROR_MARGIN * build.time_scale
+        fin = job.wait(limit + 3 + 30)
+        dt = max((r.t_end or time.monotonic()) for r in job.ranks) - t_conn
+        st = stop_flood(flood, stats_path)
+        log(f"  FLOOD over cap stats: {json.dumps(st)}")
+        connected = job.ok()
+        sat = [l for r in job.ranks for l in r.warn_lines() if "saturated" in l]
+        F.check(st.get("replies", {}).get("busy", 0) > 0,
+                f"the service refused sockets over the cap ('busy' replies: "
+                f"{st.get('replies', {}).get('busy', 0)}, held {st.get('max_half_open_held')})")
+        F.check(fin and (connected or (any(r.reported_error() for r in job.ranks) and sat)),
+                f"new pair against a saturated service: "
+                f"{'connected and verified' if connected else 'failed with the saturated error'}"
+                f" after {dt:.2f}s (rc {[r.rc for r in job.ranks]})"
+                + (f": {sat[0][:160]}" if sat else ""))
+        leaks = check_close(F, build, [r for r in job.ranks if r.rc is not None], "over the cap")
+        if F.items[n0:] or not connected:
+            log(job.report())
+        reliability_row(F, n0, f"handshake port held by {over} half-open connections per process "
+                               f"(more than NCCL_MESH_MAX_PENDING_HANDSHAKES=256) while a new pair "
+                               f"connects",
+                        ("the new pair connects and verifies" if connected else
+                         f"the new pair's connect fails at once with the 'saturated' refusal "
+                         f"(exit 3): {warn_text(sat[0]) if sat else ''}; service refusals "
+                         f"rate-limited to one WARN a second"),
+                        None if connected else dt, leaks,
+                        settings="NCCL_MESH_MAX_PENDING_HANDSHAKES=256")
+
+
 # ----------------------------------------------------------------------------------------------
 
 def main() -> int:
@@ -390,22 +1054,31 @@ def main() -> int:
     ap.add_argument("--build", help="build directory (holds libnccl-net-mesh.so)")
     ap.add_argument("--prefix", default=os.environ.get("MESH_TOPO_PREFIX", f"nm-t{os.getpid()}-"))
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--sanitizer", action="store_true",
+                    help="with --list: only the cases the sanitizer lanes run")
     ap.add_argument("case", nargs="?")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(CASES))
+        print("\n".join(c for c in CASES if not a.sanitizer or c in SANITIZER_CASES))
         return 0
     if a.case not in CASES or not a.build:
         ap.error(f"need --build and one case of: {', '.join(CASES)}")
     meshtopo.check_root()
     # SIGTERM (timeout, ctest) unwinds through the finally blocks that tear down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    global CURRENT_CASE, ROWS_FILE, LANE, RUN_ID
+    CURRENT_CASE = a.case
+    RUN_ID = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{os.getpid()}"
     F = Failures()
     t0 = time.monotonic()
+    build = Build(a.build)
+    os.makedirs(build.logdir, exist_ok=True)
+    ROWS_FILE = os.path.join(build.logdir, "reliability.jsonl")
+    LANE = {"address": "asan", "thread": "tsan"}.get(build.sanitizer, build.sanitizer or "release")
     doc = " ".join((CASES[a.case].__doc__ or "").split("\n\n")[0].split())
     log(f"== {a.case}: {doc}")
     try:
-        CASES[a.case](F, Build(a.build), a.prefix)
+        CASES[a.case](F, build, a.prefix)
     except Exception as e:  # noqa: BLE001 - report, tear down (finally blocks ran), fail
         import traceback
         traceback.print_exc()

@@ -103,9 +103,24 @@ class Build:
         self.plugin = os.environ.get("NCCL_MESH_PLUGIN") or os.path.join(
             self.dir, "libnccl-net-mesh.so")
         self.logdir = os.environ.get("NETNS_LOG_DIR") or os.path.join(self.dir, "netns-logs")
+        self.sanitizer = ""
+        with contextlib.suppress(OSError):
+            with open(os.path.join(self.dir, "CMakeCache.txt")) as f:
+                m = re.search(r"^MESH_SANITIZE:\w+=(\w*)$", f.read(), re.M)
+                self.sanitizer = m.group(1) if m else ""
+        # Margins on top of the plugin's own timeouts (scheduling, process exit) grow under the
+        # sanitizers, as in the conformance suite: x3 ASan, x5 TSan. The timeouts themselves
+        # (NCCL_MESH_*_TIMEOUT_MS) do not scale.
+        self.time_scale = {"address": 3.0, "thread": 5.0}.get(self.sanitizer, 1.0)
 
     def missing(self) -> list[str]:
         return [p for p in (self.bench, self.plugin) if not os.path.exists(p)]
+
+
+CLOSE_RE = re.compile(
+    r"^CLOSE rank \d+: (?P<failure>after the failure, )?(?P<comms>\d+) comm\(s\) closed and "
+    r"finalize returned in (?P<secs>[\d.]+) s; fds (?P<fd0>-?\d+) -> (?P<fd1>-?\d+), threads "
+    r"(?P<t0>-?\d+) -> (?P<t1>-?\d+)(?P<tail>.*)$")
 
 
 class Rank:
@@ -159,20 +174,56 @@ class Rank:
         rc = self.rc
         return rc == 3 or (rc not in (None, 0) and bool(self.error_lines()))
 
+    def warn_lines(self) -> list[str]:
+        """The plugin's WARN lines (the bench prints them as '[rank R] NCCL WARN ...')."""
+        return [l for l in self.output().splitlines() if "NCCL WARN" in l]
+
+    def close_report(self) -> dict | None:
+        """The bench's CLOSE line (--duration mode: comms closed and finalize, after a failure
+        or at a clean end): {'after_failure', 'comms', 'close_s', 'fds', 'threads', 'lsan',
+        'errors'}, fds/threads as (before init, after close); None when it printed none."""
+        m = None
+        for line in self.output().splitlines():
+            m = CLOSE_RE.match(line) or m
+        if m is None:
+            return None
+        tail = m.group("tail")
+        lsan = ("leaks" if "LeakSanitizer: LEAKS" in tail else
+                "clean" if "LeakSanitizer: no leaks" in tail else None)
+        return {"after_failure": bool(m.group("failure")), "comms": int(m.group("comms")),
+                "close_s": float(m.group("secs")),
+                "fds": (int(m.group("fd0")), int(m.group("fd1"))),
+                "threads": (int(m.group("t0")), int(m.group("t1"))), "lsan": lsan,
+                "errors": "close errors" in tail}
+
+    def wait_line(self, pattern: str, limit: float) -> float | None:
+        """Polls the log until a line matches `pattern` (regex): the monotonic time it was seen,
+        None when the rank exited or `limit` s passed first."""
+        deadline = time.monotonic() + limit
+        rx = re.compile(pattern, re.M)
+        while time.monotonic() < deadline:
+            if rx.search(self.output()):
+                return time.monotonic()
+            if self.poll() is not None:
+                return time.monotonic() if rx.search(self.output()) else None
+            time.sleep(0.02)
+        return None
+
     def tail(self, n: int = 15) -> str:
         lines = self.output().splitlines()
         return "\n".join(f"      | {l}" for l in lines[-n:])
 
 
 class BenchJob:
-    """nranks bench processes, rank i in hosts[i], rendezvous on hosts[0]'s management address."""
+    """nranks bench processes, rank i in hosts[i], rendezvous on hosts[0]'s management address.
+    rank_args: extra arguments for single ranks ({rank: [args]})."""
 
     def __init__(self, build: Build, topo: meshtopo.Topology, hosts: list[str], label: str,
                  pattern: str = "pairs", sizes: str | None = "4M,32M", verify: bool = True,
                  duration: float | None = None, timeout: float | None = 30,
                  tcp_baseline: bool = False, iters: int = 4, warmup: int = 1,
                  buffer_bytes: str | None = "64M", extra_args: list[str] | None = None,
-                 env: dict | None = None):
+                 env: dict | None = None, rank_args: dict | None = None):
         self.build, self.topo, self.hosts, self.label = build, topo, hosts, label
         self.logdir = build.logdir
         os.makedirs(self.logdir, exist_ok=True)
@@ -200,7 +251,7 @@ class BenchJob:
         self.env.update(env or {})
         self.ranks: list[Rank] = []
         for r, h in enumerate(hosts):
-            argv = [build.bench, "--rank", str(r), *args]
+            argv = [build.bench, "--rank", str(r), *args, *(rank_args or {}).get(r, [])]
             self.ranks.append(Rank(self, r, h, argv, self.env))
             if r == 0:
                 time.sleep(0.05)  # let rank 0 bind the rendezvous first (ranks also retry)
@@ -264,6 +315,49 @@ def payload_from_results(results: list[dict | None]) -> int | None:
         n = int(row["bytes"]) * (iters + warm)
         total += 2 * n if row["pattern"] == "pairs-bidir" else n
     return total
+
+
+def rank_tx(rank: "Rank", ifname: str) -> int | None:
+    """tx_bytes of `ifname` in the namespace `rank` runs in, read from /proc/PID/net/dev of the
+    rank's process: no subprocess (`ip netns exec` takes seconds on a saturated machine), so it
+    can be polled finely. None once the process is gone."""
+    try:
+        with open(f"/proc/{rank.proc.pid}/net/dev") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name.strip() == ifname:
+                    return int(rest.split()[8])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def wait_tx(ends: list, min_bytes: int, limit: float) -> float | None:
+    """Polls (rank, ifname) ends every 20 ms until each has sent `min_bytes` more than when
+    called: the seconds that took, None after `limit` s or when a rank is gone."""
+    t0 = time.monotonic()
+    start = [rank_tx(r, i) for r, i in ends]
+    if None in start:
+        return None
+    while time.monotonic() - t0 < limit:
+        now = [rank_tx(r, i) for r, i in ends]
+        if None in now:
+            return None
+        if all(n - s >= min_bytes for n, s in zip(now, start)):
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    return None
+
+
+def tx_rate(ends: list, window: float) -> float | None:
+    """Bytes/s the (rank, ifname) ends sent together over `window` seconds (None: a rank
+    exited meanwhile)."""
+    b0, t0 = [rank_tx(r, i) for r, i in ends], time.monotonic()
+    time.sleep(window)
+    b1, t1 = [rank_tx(r, i) for r, i in ends], time.monotonic()
+    if None in b0 or None in b1:
+        return None
+    return (sum(b1) - sum(b0)) / (t1 - t0)
 
 
 def wait_traffic(topo: meshtopo.Topology, ends: list[tuple[str, str]], min_bytes: int,

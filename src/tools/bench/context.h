@@ -58,6 +58,12 @@ struct Context {
 
   uint64_t mismatches = 0;
 
+  // Open file descriptors and threads of this process when setup() began (before the plugin's
+  // init), for the --duration mode's CLOSE line; -1 when unknown.
+  int fds_at_start = -1;
+  int threads_at_start = -1;
+  bool closed = false;  // close_and_report() ran
+
   PeerLink& link(int peer) { return links[static_cast<size_t>(peer)]; }
   bool has_tcp(int peer) const { return static_cast<bool>(links[static_cast<size_t>(peer)].tcp); }
 
@@ -101,7 +107,14 @@ class Arena {
 
 // Loads and initializes the plugin, joins the rendezvous, connects every pair (plugin and TCP).
 void setup(Context& ctx);
-// closeSend/closeRecv on every comm, then finalize.
+// closeSend/closeRecv on every comm, then finalize. In --duration mode: close_and_report().
 void teardown(Context& ctx);
+// --duration (fault-injection) mode, also after a failure, as NCCL's abort does: closes every
+// comm still open (listen, send, receive), finalizes, drops the rendezvous and prints
+// "CLOSE rank R: ..." with how long that took and the open file descriptors and threads before
+// init and after. A close that fails is printed; with `after_failure` false it is then thrown
+// (exit 3). Under LeakSanitizer a failed run also runs a leak check (_exit skips the one at exit).
+// Runs once.
+void close_and_report(Context& ctx, bool after_failure);
 
 }  // namespace mesh::bench

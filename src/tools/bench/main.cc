@@ -120,14 +120,21 @@ int main(int argc, char** argv) {
     if (!resolve_role(ctx)) return run_local_launcher(argc, argv, opt);
     return run_rank(ctx);
   } catch (const BenchError& e) {
-    const std::string what = e.what();
     // Plugin, timeout and abort lines carry their own "ERROR/TIMEOUT/ABORT rank R" prefix.
-    if (e.exit_code() == kExitSetup) {
-      die(e.exit_code(),
-          fmt::format("nccl-mesh-bench{}: {}",
-                      my_rank() >= 0 ? fmt::format(" rank {}", my_rank()) : "", what));
+    const std::string line =
+        e.exit_code() == kExitSetup
+            ? fmt::format("nccl-mesh-bench{}: {}",
+                          my_rank() >= 0 ? fmt::format(" rank {}", my_rank()) : "", e.what())
+            : std::string(e.what());
+    if (ctx.opt.duration > 0 && ctx.net) {
+      // Fault-injection mode: close what is still open, as NCCL's abort does, and report it.
+      fmt::print(stderr, "{}\n", line);
+      close_and_report(ctx, true);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(e.exit_code());
     }
-    die(e.exit_code(), what);
+    die(e.exit_code(), line);
   } catch (const std::exception& e) {
     die(kExitSetup, fmt::format("nccl-mesh-bench rank {}: {}", my_rank(), e.what()));
   }

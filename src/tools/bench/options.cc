@@ -39,6 +39,16 @@ PATTERNS
                   at once for S seconds (fault-injection runs; plugin only, no TCP
                   baseline). A plugin error prints
                   "ERROR rank R peer P: <call> returned <code> (<name>) after <seconds> s".
+                  After a failure the rank closes every comm and finalizes, as NCCL's abort
+                  does, and prints "CLOSE rank R: ..." with the time that took and the open
+                  file descriptors and threads before init and after the close (a clean end
+                  prints the same line); a wait for another rank's connection gives way to the
+                  plugin's own error in this mode.
+
+FAULT TESTS
+  --connect-delay S  Wait S seconds between the handle exchange and the first connect()/accept(),
+                  printing "PHASE rank R: handles exchanged" before and "PHASE rank R:
+                  connecting" after, so a test can kill or stop a peer in between.
 
 MEASUREMENT
   GB/s = 1e9 bytes/s. Bandwidth: the sender posts --iters messages keeping --window in flight;
@@ -144,6 +154,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   app.add_flag("!--no-tcp-baseline", opt.tcp_baseline, "Skip the plain TCP comparison");
   app.add_option("--duration", opt.duration,
                  "Seconds of continuous streaming of one size instead of a sweep")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--connect-delay", opt.connect_delay,
+                 "Fault tests: seconds between the handle exchange and connect()")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--timeout", opt.timeout,
                  "Seconds any wait may go without progress before the rank gives up")

@@ -37,6 +37,7 @@ struct Options {
   bool tcp_baseline = true;
   double duration = 0;
   double timeout = 60;
+  double connect_delay = 0;  // fault tests: seconds between the handle exchange and connect()
 
   // Output.
   std::string json;

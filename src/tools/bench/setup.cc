@@ -2,21 +2,49 @@
 // out of band (our rendezvous = NCCL's bootstrap), then drive every connect() and accept() in one
 // non-blocking loop - a blocking or ordered setup would deadlock the ranks against each other.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fmt/format.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <optional>
+#include <thread>
 
 #include "context.h"
 #include "handshake/handle.h"
 #include "launch_env.h"
 #include "wait.h"
 
+// LeakSanitizer's on-demand check, present only in sanitizer builds (weak: NULL otherwise).
+extern "C" int __lsan_do_recoverable_leak_check() __attribute__((weak));
+
 namespace mesh::bench {
 namespace {
 
 using json = nlohmann::json;
+
+// Entries of a /proc directory, -1 when it cannot be read.
+int count_entries(const char* path) {
+  DIR* d = opendir(path);
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+int open_fds() {
+  const int n = count_entries("/proc/self/fd");
+  return n < 0 ? -1 : n - 1;  // without the descriptor opendir itself holds
+}
+
+int thread_count() {
+  return count_entries("/proc/self/task");
+}
 
 constexpr uint32_t kTcpHello = 0x4D42544Eu;  // "MBTN"
 
@@ -71,6 +99,10 @@ void load_plugin(Context& ctx) {
 }
 
 void connect_plugin(Context& ctx) {
+  // Fault-injection mode: a peer that died during setup must surface as the plugin's connect
+  // error (bounded by NCCL_MESH_CONNECT_TIMEOUT_MS), not be pre-empted by the rendezvous.
+  std::optional<PeerWatchPause> pause;
+  if (ctx.opt.duration > 0) pause.emplace();
   Waiter w(ctx.opt.timeout, -1, [&ctx] {
     std::string s;
     for (const auto& l : ctx.links) {
@@ -192,6 +224,8 @@ void connect_tcp(Context& ctx, Fd& listener, const std::vector<json>& blobs) {
 
 void setup(Context& ctx) {
   const auto& opt = ctx.opt;
+  ctx.fds_at_start = open_fds();
+  ctx.threads_at_start = thread_count();
   ctx.links.clear();
   ctx.links.resize(static_cast<size_t>(ctx.nranks));
   for (int p = 0; p < ctx.nranks; ++p) {
@@ -247,6 +281,14 @@ void setup(Context& ctx) {
              ctx.link(p).connect_handle.data(), NCCL_NET_HANDLE_MAXSIZE);
   }
 
+  if (opt.connect_delay > 0) {
+    fmt::print(stderr, "PHASE rank {}: handles exchanged; connect()/accept() in {:g} s\n", ctx.rank,
+               opt.connect_delay);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::duration<double>(opt.connect_delay));
+    fmt::print(stderr, "PHASE rank {}: connecting\n", ctx.rank);
+    std::fflush(stderr);
+  }
   connect_plugin(ctx);
   if (opt.tcp_baseline) connect_tcp(ctx, tcp_listener, blobs);
   if (!ctx.local_mode) {
@@ -258,6 +300,10 @@ void setup(Context& ctx) {
 }
 
 void teardown(Context& ctx) {
+  if (ctx.opt.duration > 0) {
+    close_and_report(ctx, false);
+    return;
+  }
   for (auto& l : ctx.links) {
     if (l.peer < 0) continue;
     if (l.send_comm != nullptr) ctx.net->close_send(l.send_comm, l.peer);
@@ -267,6 +313,53 @@ void teardown(Context& ctx) {
     l.tcp = Fd();
   }
   ctx.net->finalize();
+}
+
+void close_and_report(Context& ctx, bool after_failure) {
+  if (ctx.closed || !ctx.net) return;
+  ctx.closed = true;
+  const auto t0 = Clock::now();
+  int comms = 0;
+  std::string errors;
+  auto close_one = [&](void*& comm, int peer, void (Plugin::*close)(void*, int)) {
+    if (comm == nullptr) return;
+    ++comms;
+    try {
+      (ctx.net.get()->*close)(comm, peer);
+    } catch (const BenchError& e) {
+      errors += fmt::format("; {}", e.what());
+    }
+    comm = nullptr;
+  };
+  for (auto& l : ctx.links) {
+    if (l.peer < 0) continue;
+    close_one(l.send_comm, l.peer, &Plugin::close_send);
+    close_one(l.recv_comm, l.peer, &Plugin::close_recv);
+    close_one(l.listen_comm, l.peer, &Plugin::close_listen);
+    l.tcp = Fd();
+  }
+  try {
+    ctx.net->finalize();
+  } catch (const BenchError& e) {
+    errors += fmt::format("; {}", e.what());
+  }
+  const double took = since(t0);
+  ctx.rdv.reset();  // the bench's own sockets: what is left open after this is the plugin's
+  std::string leaks;
+  if (after_failure && __lsan_do_recoverable_leak_check != nullptr) {
+    leaks = __lsan_do_recoverable_leak_check() != 0 ? ", LeakSanitizer: LEAKS (report above)"
+                                                    : ", LeakSanitizer: no leaks";
+  }
+  fmt::print(stderr,
+             "CLOSE rank {}: {}{} comm(s) closed and finalize returned in {:.3f} s; fds {} -> {}, "
+             "threads {} -> {} (before init -> after close){}{}\n",
+             ctx.rank, after_failure ? "after the failure, " : "", comms, took, ctx.fds_at_start,
+             open_fds(), ctx.threads_at_start, thread_count(), leaks,
+             errors.empty() ? "" : "; close errors" + errors);
+  std::fflush(stderr);
+  if (!after_failure && !errors.empty()) {
+    throw BenchError(kExitPlugin, fmt::format("ERROR rank {}: closing failed{}", ctx.rank, errors));
+  }
 }
 
 }  // namespace mesh::bench

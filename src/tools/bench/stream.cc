@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <limits>
 
 #include "metrics.h"
@@ -94,6 +95,20 @@ std::vector<Row> run_stream(Context& ctx) {
   // error (exit 3), not be pre-empted by the rendezvous noticing the closed socket first (exit 5).
   // The per-peer --timeout deadlines below still bound every wait.
   const PeerWatchPause pause;
+  // A failure closes every comm here, while the buffers its requests point into are still
+  // mapped (the arena unmaps as the exception leaves this function): NCCL's abort also closes
+  // before it frees. main() prints the failure line after the CLOSE line.
+  struct CloseOnFailure {
+    Context& ctx;
+    int in_flight = std::uncaught_exceptions();
+    ~CloseOnFailure() {
+      if (std::uncaught_exceptions() <= in_flight) return;
+      try {
+        close_and_report(ctx, true);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the original failure is what matters
+      }
+    }
+  } close_on_failure{ctx};
 
   for (;;) {
     bool all_done = true;
