@@ -99,7 +99,7 @@ void capSizes(std::vector<size_t>& v, size_t cap) {
 
 std::string joinSizes(const std::vector<size_t>& v) {
   std::string s;
-  for (size_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  for (size_t x : v) s.append(s.empty() ? "" : ",").append(std::to_string(x));
   return s;
 }
 

@@ -52,7 +52,7 @@ Rendezvous::Rendezvous(int rank, int nranks, HostPort where, int listen_fd, doub
     Waiter w(timeout_s, -1, [&] {
       std::string missing;
       for (int r = 1; r < nranks_; ++r) {
-        if (!clients_[static_cast<size_t>(r)]) missing += " " + std::to_string(r);
+        if (!clients_[static_cast<size_t>(r)]) missing.append(" ").append(std::to_string(r));
       }
       return fmt::format("ranks{} to join the rendezvous on {}", missing, endpoint);
     });

@@ -260,7 +260,7 @@ Findings check_accept_local(const Inventory& inv, const Model& m) {
     }
     if (off.empty()) continue;
     std::string keys;
-    for (const std::string& n : off) keys += " " + sysctl_key(n, "accept_local") + "=1";
+    for (const std::string& n : off) keys.append(" ").append(sysctl_key(n, "accept_local")).append("=1");
     out.push_back(
         {id, Verdict::kWarn, subnet_of(g) + ": " + join(off),
          "accept_local=0 on interfaces that share a subnet: if both ends of a cable "

@@ -10,7 +10,7 @@ namespace {
 
 std::string peer_label(const PeerRoute& r) {
   std::string addrs;
-  for (uint32_t a : r.peer.addrs) addrs += (addrs.empty() ? "" : ",") + format_ipv4(a);
+  for (uint32_t a : r.peer.addrs) addrs.append(addrs.empty() ? "" : ",").append(format_ipv4(a));
   return r.peer.name == addrs ? r.peer.name : r.peer.name + " (" + addrs + ")";
 }
 

@@ -55,7 +55,7 @@ std::string wrap(const std::string& text, size_t first_col, size_t indent) {
   bool line_empty = true;
   while (words >> word) {
     if (!line_empty && col + 1 + word.size() > kWidth) {
-      out += "\n" + std::string(indent, ' ');
+      out.append("\n").append(indent, ' ');
       col = indent;
       line_empty = true;
     }
@@ -196,7 +196,7 @@ void print_peers(std::ostream& out, const Report& r) {
                                                  "RECV MB/s"}};
   for (const PeerRoute& route : r.routes) {
     std::string addrs;
-    for (uint32_t a : route.peer.addrs) addrs += (addrs.empty() ? "" : ",") + format_ipv4(a);
+    for (uint32_t a : route.peer.addrs) addrs.append(addrs.empty() ? "" : ",").append(format_ipv4(a));
     if (route.self) {
       rows.push_back({route.peer.name, addrs, "(this host)", "", "", "", "", ""});
       continue;
