@@ -150,7 +150,9 @@ def ctest_result(results, pattern: str):
         return "not run", ""
     text = "; ".join(f"{status} {LANE_NAMES[lane]}" + (f" ({n} tests)" if n > 1 else "")
                      for lane, status, n, _ in per_lane)
-    names = ", ".join(sorted({t for lane in LANES for t in results[lane] if rx.search(t)})[:1])
+    # Every ABI version's instance as one name ("Plugin/X.Y/v*").
+    names = ", ".join(sorted({re.sub(r"/v\d+$", "/v*", t)
+                              for lane in LANES for t in results[lane] if rx.search(t)}))
     return text, names
 
 
