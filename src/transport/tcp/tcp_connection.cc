@@ -158,13 +158,19 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
 
 bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
   r->parts_pending.store(nparts, std::memory_order_relaxed);
+  // Parts go to the streams round-robin, continuing where the previous message stopped: a
+  // message smaller than NCCL_MESH_TCP_MIN_CHUNK x streams (NCCL's 128 KiB p2p chunks, small
+  // collective steps) would otherwise always ride stream 0 while the others idle. Both sides
+  // call this in sequence order with the same part counts, so each stream's byte order agrees.
   for (uint16_t i = 0; i < nparts; ++i) {
     const PartRange range = part_range(r->size, nparts, i);
-    if (!workers_[i]->push({r->data + range.offset, range.length, &r->parts_pending})) {
+    StreamWorker& worker = *workers_[(next_stream_ + i) % workers_.size()];
+    if (!worker.push({r->data + range.offset, range.length, &r->parts_pending})) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;
     }
   }
+  next_stream_ = (next_stream_ + nparts) % workers_.size();
   return true;
 }
 

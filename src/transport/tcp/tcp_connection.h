@@ -81,6 +81,7 @@ class TcpConnection final : public Connection {
   size_t order_head_ = 0;
   size_t order_count_ = 0;
   uint32_t next_seq_ = 0;
+  size_t next_stream_ = 0;  // data stream that carries the next message's first part
 
   // Clear-to-send (wire.h). Receiver: records not yet written. Sender: bytes of a partly read
   // record, and the capacity announced for each sequence number still to be sent.
