@@ -206,7 +206,8 @@ def render(results, fuzz, rows, sources, note) -> str:
       "silent peer on an idle socket becomes an error on the connection; `test()` returns it "
       "with one WARN per comm. 0 = kernel defaults (many minutes). |")
     w("| `NCCL_MESH_MAX_PENDING_HANDSHAKES` | 256 | unauthenticated sockets held at once per "
-      "process; further ones are answered \"busy\" and closed. |")
+      "process, a quarter of them per source address; past a cap the oldest silent one is "
+      "answered \"busy\" and closed to admit the newcomer. |")
     w("")
     w("The namespace cases shorten both timeouts to 5000 ms (so CI does not wait 20-30 s per "
       "fault); the time to error follows the setting: about the configured value plus a fraction "
@@ -301,14 +302,16 @@ def render(results, fuzz, rows, sources, note) -> str:
       "the connection. When its socket buffers took everything in flight (large `tcp_rmem`), "
       "nothing is outstanding and the plugin waits, as NCCL expects of a posted request; the "
       "caller's timeout (NCCL's watchdog) decides. The stall rows show both.")
-    w("* The handshake service logs one WARN per refused (malformed) or expired (half-open) "
-      "socket; only the \"saturated\" refusal is limited to one a second. A flood therefore "
-      "floods the log (see the flood row for the count).")
-    w("* Once `NCCL_MESH_MAX_PENDING_HANDSHAKES` unauthenticated sockets are held, a legitimate "
-      "`connect()` to that process gets the \"saturated\" refusal and fails at once instead of "
-      "retrying: whoever can reach the port on a cable can hold new connections off for as long "
-      "as it keeps the sockets open (each lives `NCCL_MESH_CONNECT_TIMEOUT_MS`). The cables are "
-      "trusted (see the trust model); the row above the flood rows records the behaviour.")
+    w("* The handshake service's WARNs about other hosts' sockets (refused, expired, evicted) "
+      "are rate-limited per cause: the first in full, then one summary WARN per 10 s window "
+      "with the count, the number of sources and the last one.")
+    w("* Past `NCCL_MESH_MAX_PENDING_HANDSHAKES` (or a source's quarter of it) the listener "
+      "closes the oldest silent socket to admit a newcomer, and a connector answered \"busy\" "
+      "retries until its connect timeout. A flood from many source addresses that opens "
+      "sockets faster than the cap every few milliseconds can still evict a real connector's "
+      "socket before its hello is read; the connector then retries, and fails with the "
+      "\"saturated\" WARN only if that lasts the whole connect timeout. The cables are trusted "
+      "(see the trust model).")
     w("* Cuts: a cable that comes back within about half of `NCCL_MESH_TCP_USER_TIMEOUT_MS` "
       "keeps the connection (the restore row: 40%); longer cuts may fail although the cable is "
       "back before the timeout, because TCP's retransmission backoff can put the next "

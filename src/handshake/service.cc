@@ -28,6 +28,46 @@ namespace {
 constexpr int kBacklog = 1024;
 constexpr int64_t kRetryMinMs = 20;
 constexpr int64_t kRetryMaxMs = 500;
+// Backoff after a "busy" reply: the listener made room by closing this socket (or an attacker
+// holds its slots), so come back soon, spread out by jitter so that retrying connectors do not
+// arrive together.
+constexpr int64_t kBusyRetryMinMs = 50;
+constexpr int64_t kBusyRetryMaxMs = 200;
+
+// Causes of the WARNs about other hosts' sockets, each rate-limited on its own (warn_limiter.h)
+// so that a flood of one kind does not hide the first event of another (a stale handle during
+// a garbage flood still gets its full WARN).
+enum WarnCause : size_t {
+  kWarnMalformed,
+  kWarnWrongNonce,
+  kWarnSetupFailed,
+  kWarnNoHello,
+  kWarnHalfEstablished,
+  kWarnEvicted,
+};
+constexpr int64_t kWarnWindowMs = 10000;
+
+std::vector<WarnLimiter::Cause> warn_causes() {
+  return {
+      {"refused", "malformed handshakes"},
+      {"refused", "handshakes with an unknown nonce"},
+      {"refused", "handshakes whose transport setup failed"},
+      {"closed", "handshake sockets that sent no complete hello in time"},
+      {"dropped", "half-established connections"},
+      {"closed", "unauthenticated sockets to make room (pending cap)"},
+  };
+}
+
+size_t refusal_cause(HelloReply reply) {
+  switch (reply) {
+    case HelloReply::kWrongNonce:
+      return kWarnWrongNonce;
+    case HelloReply::kSetupFailed:
+      return kWarnSetupFailed;
+    default:
+      return kWarnMalformed;
+  }
+}
 
 // Compares two nonces in time independent of where they differ.
 bool nonce_equal(const Nonce& a, const Nonce& b) {
@@ -54,6 +94,8 @@ struct Service::Incoming : Watch {
   std::vector<uint8_t> ext;  // extension bytes (hello.ext_len, bounded by kMaxExtension)
   size_t ext_got = 0;
   int64_t since_ms = 0;
+  uint32_t source = 0;                   // the peer's address, host order
+  std::list<Incoming*>::iterator order;  // its place in pending_order_
   Incoming() : Watch(Type::kIncoming) {}
 };
 
@@ -72,6 +114,7 @@ struct Service::Outgoing : Watch {
   int64_t retry_at_ms = 0;
   int64_t backoff_ms = kRetryMinMs;
   std::string last_error;
+  bool last_busy = false;  // the last try got a "busy" reply (last_error says so)
   Attempt* owner = nullptr;
   Outgoing() : Watch(Type::kOutgoing) {}
 };
@@ -81,6 +124,7 @@ struct Service::Attempt {
   ConnectRequest req;
   uint64_t conn_id = 0;
   int64_t deadline_ms = 0;
+  uint32_t busy_replies = 0;
   std::vector<std::unique_ptr<Outgoing>> socks;
   bool finished = false;  // failed, done or cancelled: removed after the current event batch
 };
@@ -91,12 +135,13 @@ struct Service::Group {
   std::vector<UniqueFd> data;
   size_t arrived = 0;
   int64_t since_ms = 0;
+  uint32_t source = 0;  // address of the first socket that arrived
   std::string peer;
   std::string local;
   std::shared_ptr<void> transport_state;
 };
 
-Service::Service() = default;
+Service::Service() : warns_(warn_causes(), kWarnWindowMs) {}
 Service::~Service() {
   stop();
 }
@@ -106,6 +151,9 @@ bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t
   if (running()) return true;
   timeout_ms_ = timeout_ms;
   max_pending_ = static_cast<size_t>(max_pending);
+  // A quarter of the slots per source address: one host flooding the port then only ever
+  // evicts its own sockets (handle_listener), never other hosts' handshakes in progress.
+  max_pending_per_source_ = std::max<size_t>(1, max_pending_ / 4);
   stop_.store(false);
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -183,6 +231,8 @@ void Service::stop() {
   listeners_.clear();
   dead_incoming_.clear();
   incoming_.clear();
+  pending_order_.clear();
+  pending_per_source_.clear();
   groups_.clear();
   for (auto& a : attempts_) {
     if (!a->finished) {
@@ -249,8 +299,8 @@ std::shared_ptr<ConnectAttempt> Service::start_connect(const ConnectRequest& req
     out->rail = i == 0 ? 0 : out->index % nrails;
     out->owner = a.get();
     const bool ext = i == 0 && !req.extension.empty();
-    Hello hello{out->role, out->index, req.ndata, req.nonce, a->conn_id,
-                static_cast<uint16_t>(ext ? req.extension.size() : 0)};
+    Hello hello{out->role, out->index, req.ndata,
+                req.nonce, a->conn_id, static_cast<uint16_t>(ext ? req.extension.size() : 0)};
     out->hello.resize(kHelloSize);
     encode_hello(hello, out->hello.data());
     if (ext) {
@@ -323,32 +373,100 @@ void Service::handle_listener(int fd) {
     int s = accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (s < 0) return;  // EAGAIN: drained; other errors (EMFILE...) retried on the next event
     UniqueFd sock(s);
-    if (incoming_.size() >= max_pending_) {
-      // Refuse rather than queue: a flood of half-open sockets must not grow memory or starve
-      // real handshakes of file descriptors.
-      uint8_t reply[kReplySize];
-      encode_reply(HelloReply::kBusy, reply);
-      (void)!send(s, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
-      const int64_t now = monotonic_ms();
-      if (now - last_busy_warn_ms_ > 1000) {
-        last_busy_warn_ms_ = now;
-        MESH_WARN(
-            "handshake service: %zu unauthenticated sockets pending, refusing %s "
-            "(raise NCCL_MESH_MAX_PENDING_HANDSHAKES if this is a real large job)",
-            incoming_.size(), format_endpoint(peer).c_str());
-      }
-      continue;
+    const uint32_t source = ntohl(peer.sin_addr.s_addr);
+    // The pending caps keep a flood of half-open sockets from growing memory or taking every
+    // file descriptor. At a cap the newcomer is admitted and the oldest pending socket is
+    // closed (with a "busy" reply), instead of refusing the newcomer: a real connector sends
+    // its hello right after connecting, so it is read within moments of the accept (below,
+    // often at once) and is rarely the oldest, while a socket that has sat silent longest is
+    // the likely attacker. Refusing newcomers instead would let whoever holds the slots keep
+    // every real connect out for as long as it likes. The per-source cap makes a single flooding
+    // host evict only its own sockets; a connector that still gets "busy" retries until its
+    // connect timeout (handle_outgoing).
+    const auto per_source = pending_per_source_.find(source);
+    if (per_source != pending_per_source_.end() && per_source->second >= max_pending_per_source_) {
+      evict(eviction_victim(&source), peer, true);
+    } else if (incoming_.size() >= max_pending_) {
+      evict(eviction_victim(nullptr), peer, false);
     }
     auto in = std::make_unique<Incoming>();
     in->fd = s;
     in->peer = peer;
+    in->source = source;
     in->since_ms = monotonic_ms();
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = static_cast<Watch*>(in.get());
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s, &ev) != 0) continue;
     in->sock = std::move(sock);
+    Incoming* raw = in.get();
+    raw->order = pending_order_.insert(pending_order_.end(), raw);
+    ++pending_per_source_[source];
     incoming_[s] = std::move(in);
+    // A hello that is already queued is taken now, before later accepts of this batch could
+    // count this socket as pending (and evict it).
+    handle_incoming(raw);
+  }
+}
+
+// The oldest pending socket (of `*source`, or of any source) that has not sent a complete hello;
+// failing that the oldest one (a complete hello waiting for its extension bytes).
+Service::Incoming* Service::eviction_victim(const uint32_t* source) const {
+  Incoming* oldest = nullptr;
+  for (Incoming* in : pending_order_) {
+    if (source != nullptr && in->source != *source) continue;
+    if (!in->have_hello) return in;
+    if (oldest == nullptr) oldest = in;
+  }
+  return oldest;
+}
+
+void Service::evict(Incoming* victim, const sockaddr_in& newcomer, bool per_source) {
+  if (victim == nullptr) return;
+  uint8_t reply[kReplySize];
+  encode_reply(HelloReply::kBusy, reply);
+  (void)!send(victim->fd, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
+  const std::string who = format_endpoint(victim->peer);
+  const int64_t age_ms = monotonic_ms() - victim->since_ms;
+  const std::string detail = who + ": silent for " + std::to_string(age_ms) + " ms";
+  std::string full = "handshake port saturated: ";
+  if (per_source) {
+    full.append(std::to_string(pending_per_source_[victim->source]))
+        .append(" unauthenticated sockets pending from ")
+        .append(format_ipv4(victim->source))
+        .append(" (at most ")
+        .append(std::to_string(max_pending_per_source_))
+        .append(" per source address)");
+  } else {
+    full.append(std::to_string(incoming_.size()))
+        .append(" unauthenticated sockets pending (NCCL_MESH_MAX_PENDING_HANDSHAKES=")
+        .append(std::to_string(max_pending_))
+        .append(")");
+  }
+  full.append("; closed the oldest, from ")
+      .append(who)
+      .append(" after ")
+      .append(std::to_string(age_ms))
+      .append(" ms without a complete hello, to admit ")
+      .append(format_endpoint(newcomer))
+      .append(
+          ". Something is opening connections to this port without completing a handshake "
+          "(a port scan or a flood): find it; if this is a real large job raise "
+          "NCCL_MESH_MAX_PENDING_HANDSHAKES");
+  report(kWarnEvicted, victim->source, detail, full);
+  drop_incoming(victim);
+}
+
+void Service::report(size_t cause, uint32_t source, const std::string& detail,
+                     const std::string& full) {
+  std::string summary;
+  const bool warn = warns_.note(cause, monotonic_ms(), source, detail, &summary);
+  if (!summary.empty()) MESH_WARN("handshake service: %s", summary.c_str());
+  if (warn) {
+    MESH_WARN("%s (more of these within %lld s are summarised in one WARN)", full.c_str(),
+              static_cast<long long>(warns_.window_ms() / 1000));
+  } else {
+    MESH_INFO(NCCL_NET, "%s", full.c_str());
   }
 }
 
@@ -396,10 +514,17 @@ void Service::refuse(Incoming* in, HelloReply reply, const std::string& why) {
   uint8_t bytes[kReplySize];
   encode_reply(reply, bytes);
   (void)!send(in->fd, bytes, sizeof(bytes), MSG_NOSIGNAL | MSG_DONTWAIT);
-  MESH_WARN(
-      "refused handshake from %s: %s (a stale handle, a process from another job, or "
-      "traffic that is not NCCL's; check what else reaches this port)",
-      format_endpoint(in->peer).c_str(), why.c_str());
+  const std::string who = format_endpoint(in->peer);
+  std::string full = "refused handshake from ";
+  full.append(who).append(": ").append(why);
+  if (reply == HelloReply::kSetupFailed) {
+    full.append(" (the connector reports it too; check the transport on both hosts)");
+  } else {
+    full.append(
+        " (a stale handle, a process from another job, or traffic that is not NCCL's; check "
+        "what else reaches this port)");
+  }
+  report(refusal_cause(reply), in->source, who + ": " + why, full);
   drop_incoming(in);
 }
 
@@ -408,6 +533,11 @@ void Service::drop_incoming(Incoming* in) {
   auto it = incoming_.find(in->fd);
   in->fd = -1;
   if (it != incoming_.end()) {
+    pending_order_.erase(in->order);
+    auto count = pending_per_source_.find(in->source);
+    if (count != pending_per_source_.end() && --count->second == 0) {
+      pending_per_source_.erase(count);
+    }
     dead_incoming_.push_back(std::move(it->second));  // freed after this event batch
     incoming_.erase(it);
   }
@@ -429,6 +559,7 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
     group->ep = ep;
     group->data.resize(hello.ndata);
     group->since_ms = monotonic_ms();
+    group->source = in->source;
   }
   Group& g = *group;
   const bool clash =
@@ -529,12 +660,27 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
   if (a->finished) return;
   auto retry = [&](const std::string& why) {
     out->last_error = why;
+    out->last_busy = false;
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
     out->sock.reset();
     out->fd = -1;
     out->phase = Outgoing::Phase::kBackoff;
     out->retry_at_ms = monotonic_ms() + out->backoff_ms;
     out->backoff_ms = std::min(out->backoff_ms * 2, kRetryMaxMs);
+  };
+  // "Busy": the listener closed this socket to make room for newer ones (its pending cap is
+  // full, most likely of someone else's half-open sockets). The peer is alive and the handle
+  // valid, so try again with a fresh socket until the connect deadline (expire() then fails
+  // the attempt naming the saturation).
+  auto retry_busy = [&] {
+    ++a->busy_replies;
+    const int64_t base = std::clamp(out->backoff_ms, kBusyRetryMinMs, kBusyRetryMaxMs);
+    uint32_t r = 0;
+    fill_random(&r, sizeof(r));
+    retry("the peer answered busy: its handshake port is saturated");
+    out->last_busy = true;
+    out->retry_at_ms = monotonic_ms() + base + static_cast<int64_t>(r % (base / 2 + 1));
+    out->backoff_ms = std::min(base * 2, kBusyRetryMaxMs);
   };
   if (out->phase == Outgoing::Phase::kConnecting) {
     int err = 0;
@@ -581,6 +727,10 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
         HelloReply reply;
         if (!decode_reply(out->reply.data(), &reply)) {
           fail_attempt(a, "the peer answered with bytes that are not an nccl-mesh reply");
+          return;
+        }
+        if (reply == HelloReply::kBusy) {
+          retry_busy();
           return;
         }
         if (reply != HelloReply::kAccepted) {
@@ -654,8 +804,23 @@ void Service::expire(int64_t now) {
     if (a->finished) continue;
     if (now >= a->deadline_ms) {
       std::string last;
+      bool busy = false;
       for (const auto& s : a->socks) {
         if (s->phase != Outgoing::Phase::kDone && !s->last_error.empty()) last = s->last_error;
+        if (s->phase != Outgoing::Phase::kDone && s->last_busy) busy = true;
+      }
+      if (busy) {
+        std::string why = "the peer's handshake port was saturated by unauthenticated connections";
+        why.append(" for the whole NCCL_MESH_CONNECT_TIMEOUT_MS=")
+            .append(std::to_string(a->req.timeout_ms))
+            .append(" ms (")
+            .append(std::to_string(a->busy_replies))
+            .append(
+                " busy replies); something on the network is opening connections to it "
+                "without completing a handshake (see the peer's log for the source), or "
+                "raise NCCL_MESH_MAX_PENDING_HANDSHAKES on the peer for a very large job");
+        fail_attempt(a.get(), why);
+        continue;
       }
       fail_attempt(a.get(), "no answer within NCCL_MESH_CONNECT_TIMEOUT_MS=" +
                                 std::to_string(a->req.timeout_ms) + " ms" +
@@ -670,26 +835,46 @@ void Service::expire(int64_t now) {
     }
   }
   // Unauthenticated sockets and half-assembled connections live at most one connect timeout.
-  std::vector<Incoming*> stale;
-  for (auto& [fd, in] : incoming_) {
-    if (now - in->since_ms > timeout_ms_) stale.push_back(in.get());
-  }
-  for (Incoming* in : stale) {
-    MESH_WARN("closing handshake socket from %s: no complete hello within %lld ms",
-              format_endpoint(in->peer).c_str(), static_cast<long long>(timeout_ms_));
+  // pending_order_ is in arrival order, so the stale ones are at its front.
+  while (!pending_order_.empty() && now - pending_order_.front()->since_ms > timeout_ms_) {
+    Incoming* in = pending_order_.front();
+    const std::string who = format_endpoint(in->peer);
+    std::string full = "closing handshake socket from ";
+    full.append(who)
+        .append(": no complete hello within ")
+        .append(std::to_string(timeout_ms_))
+        .append(" ms (")
+        .append(std::to_string(in->got))
+        .append(" of ")
+        .append(std::to_string(kHelloSize))
+        .append(" bytes); a port scan, a stuck peer or a flood: check what reaches this port");
+    report(kWarnNoHello, in->source, who + ": " + std::to_string(in->got) + " bytes", full);
     drop_incoming(in);
   }
   for (auto it = groups_.begin(); it != groups_.end();) {
-    if (now - it->second->since_ms > timeout_ms_) {
-      MESH_WARN(
-          "dropping half-established connection from %s: %zu of %zu sockets arrived within "
-          "%lld ms",
-          it->second->peer.empty() ? "(unknown)" : it->second->peer.c_str(), it->second->arrived,
-          it->second->data.size() + 1, static_cast<long long>(timeout_ms_));
+    const Group& g = *it->second;
+    if (now - g.since_ms > timeout_ms_) {
+      const std::string who = g.peer.empty() ? format_ipv4(g.source) : g.peer;
+      std::string full = "dropping half-established connection from ";
+      full.append(who)
+          .append(": ")
+          .append(std::to_string(g.arrived))
+          .append(" of ")
+          .append(std::to_string(g.data.size() + 1))
+          .append(" sockets arrived within ")
+          .append(std::to_string(timeout_ms_))
+          .append(" ms; the connector gave up or lost its cable during setup");
+      report(kWarnHalfEstablished, g.source,
+             who + ": " + std::to_string(g.arrived) + " of " + std::to_string(g.data.size() + 1) +
+                 " sockets",
+             full);
       it = groups_.erase(it);
     } else {
       ++it;
     }
+  }
+  for (const std::string& line : warns_.poll(now)) {
+    MESH_WARN("handshake service: %s", line.c_str());
   }
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,7 @@
 #include "core/socket_util.h"
 #include "handshake/handle.h"
 #include "handshake/hello.h"
+#include "handshake/warn_limiter.h"
 #include "topology/selection.h"
 
 namespace mesh::handshake {
@@ -47,9 +49,9 @@ struct EstablishedConnection {
 // Runs on the service thread for a control hello that carries an extension: builds the
 // listener's side of the transport from the connector's bytes, returns the reply bytes
 // (1..kMaxExtension) and the state handed to accept(). False (with *why) refuses the connection.
-using ExtensionHandler = std::function<bool(const std::vector<uint8_t>& extension,
-                                            std::vector<uint8_t>* reply,
-                                            std::shared_ptr<void>* state, std::string* why)>;
+using ExtensionHandler =
+    std::function<bool(const std::vector<uint8_t>& extension, std::vector<uint8_t>* reply,
+                       std::shared_ptr<void>* state, std::string* why)>;
 
 // One open listen comm's state inside the service (guarded by the service mutex).
 struct ListenEndpoint {
@@ -71,8 +73,8 @@ struct ConnectRequest {
   Nonce nonce{};
   uint16_t port = 0;
   std::vector<topology::Rail> rails;  // control on rails[0]; data stream i on rails[i % n]
-  uint16_t ndata = 1;             // 0 only with an extension
-  std::vector<uint8_t> extension;  // sent after the control hello (empty: plain TCP)
+  uint16_t ndata = 1;                 // 0 only with an extension
+  std::vector<uint8_t> extension;     // sent after the control hello (empty: plain TCP)
   int64_t timeout_ms = 30000;
 };
 
@@ -111,6 +113,10 @@ class Service {
 
   void loop();
   void handle_listener(int fd);
+  Incoming* eviction_victim(const uint32_t* source) const;
+  void evict(Incoming* victim, const sockaddr_in& newcomer, bool per_source);
+  // A WARN about another host's socket, through warns_ (rate-limited per cause).
+  void report(size_t cause, uint32_t source, const std::string& detail, const std::string& full);
   void handle_incoming(Incoming* in);
   void handle_outgoing(Attempt* a, Outgoing* out, uint32_t events);
   void accept_hello(Incoming* in, const Hello& hello);
@@ -136,7 +142,13 @@ class Service {
   ExtensionHandler extension_handler_;
   int64_t timeout_ms_ = 30000;
   size_t max_pending_ = 256;
-  int64_t last_busy_warn_ms_ = 0;
+  size_t max_pending_per_source_ = 64;
+  WarnLimiter warns_;
+
+  // Unauthenticated sockets (those in incoming_) oldest first, and their count per source
+  // address: the listener's eviction order and the per-source cap (handle_listener).
+  std::list<Incoming*> pending_order_;
+  std::unordered_map<uint32_t, size_t> pending_per_source_;
 
   std::vector<std::shared_ptr<ListenEndpoint>> listens_;
   std::unordered_map<int, std::unique_ptr<Incoming>> incoming_;

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -196,8 +198,15 @@ TEST_F(BadInputTest, ConnectToAClosedListenerFails) {
 // Raw TCP clients aimed at the handshake port of a handle.
 class RawClient {
  public:
-  RawClient(uint32_t addr, uint16_t port) {
+  // `source` (host order, 0: the kernel's choice) is the local address to connect from.
+  RawClient(uint32_t addr, uint16_t port, uint32_t source = 0) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (source != 0) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      local.sin_addr.s_addr = htonl(source);
+      if (bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) return;
+    }
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(port);
@@ -211,6 +220,7 @@ class RawClient {
   RawClient& operator=(const RawClient&) = delete;
 
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
   void send_bytes(const std::vector<uint8_t>& data) {
     size_t off = 0;
     while (off < data.size()) {
@@ -315,6 +325,300 @@ TEST_F(BadInputTest, GarbageAndHalfOpenConnectionsDoNotDisturbTheListener) {
     EXPECT_TRUE(open_clients[i]->closed_by_peer(Millis(kConnectTimeoutMs) + scaled(3000)))
         << "raw connection #" << i << " still open in the peer after closeListen";
   }
+}
+
+// Lines of `lines` that contain `needle`.
+size_t count_containing(const std::vector<std::string>& lines, const std::string& needle) {
+  return static_cast<size_t>(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
+    return l.find(needle) != std::string::npos;
+  }));
+}
+
+// The first bytes of a hello ("MSHH", version 2), as a connector that stalls would leave them.
+const std::vector<uint8_t> kPartialHello = {'M', 'S', 'H', 'H', 2, 0, 0};
+
+// A handshake-port flood like tests/netns/flood.py: keeps `per_source` half-open connections
+// (the start of a hello, then silence) from each of `sources`, and opens a new one whenever the
+// listener closes one, at most one every 2 ms. Counts the "busy" replies the listener sends to
+// the sockets it closes to make room.
+class HalfOpenFlood {
+ public:
+  HalfOpenFlood(uint32_t target, uint16_t port, const std::vector<uint32_t>& sources,
+                size_t per_source)
+      : target_(target), port_(port) {
+    for (uint32_t source : sources) {
+      for (size_t i = 0; i < per_source; ++i) slots_.push_back({source, nullptr});
+    }
+    thread_ = std::thread([this] { run(); });
+  }
+  ~HalfOpenFlood() { stop(); }
+  HalfOpenFlood(const HalfOpenFlood&) = delete;
+  HalfOpenFlood& operator=(const HalfOpenFlood&) = delete;
+
+  void stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t opened() const { return opened_.load(); }
+  uint64_t busy_replies() const { return busy_.load(); }
+  uint64_t connect_failures() const { return connect_failures_.load(); }
+
+ private:
+  struct Slot {
+    uint32_t source;
+    std::unique_ptr<RawClient> client;
+  };
+
+  void run() {
+    auto next_open = Clock::now();
+    while (!stop_.load()) {
+      for (Slot& s : slots_) {
+        if (s.client || Clock::now() < next_open) continue;
+        next_open = Clock::now() + Millis(2);
+        auto c = std::make_unique<RawClient>(target_, port_, s.source);
+        if (!c->connected()) {
+          connect_failures_.fetch_add(1);
+          continue;
+        }
+        c->send_bytes(kPartialHello);
+        opened_.fetch_add(1);
+        s.client = std::move(c);
+      }
+      std::vector<pollfd> fds;
+      std::vector<Slot*> owners;
+      for (Slot& s : slots_) {
+        if (!s.client) continue;
+        fds.push_back({s.client->fd(), POLLIN, 0});
+        owners.push_back(&s);
+      }
+      if (poll(fds.data(), fds.size(), 2) <= 0) continue;
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        for (;;) {  // the reply, if any, then EOF
+          uint8_t buf[64];
+          const ssize_t n = recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
+          if (n >= 4 && buf[0] == 'M' && buf[1] == 'S' && buf[2] == 'R' && buf[3] == 4) {
+            busy_.fetch_add(1);
+          }
+          if (n > 0) continue;
+          if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+          owners[i]->client.reset();  // closed by the listener: open another one
+          break;
+        }
+      }
+    }
+  }
+
+  uint32_t target_;
+  uint16_t port_;
+  std::vector<Slot> slots_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> opened_{0}, busy_{0}, connect_failures_{0};
+  std::thread thread_;
+};
+
+// The peer runs with a small NCCL_MESH_MAX_PENDING_HANDSHAKES so that a flood above it is cheap.
+class HandshakeFloodTest : public BadInputTest {
+ protected:
+  static constexpr size_t kCap = 16;
+  void SetUp() override {
+    set_peer_env({"NCCL_MESH_MAX_PENDING_HANDSHAKES=" + std::to_string(kCap)});
+    BadInputTest::SetUp();
+  }
+};
+
+// Twice as many half-open sockets as the pending cap, re-opened as soon as the listener closes
+// one, from 8 source addresses including the connector's own. A listener that answered every
+// newcomer "busy" at the cap, and a connector that gave up on "busy", let this keep every real
+// connect out. Now the listener closes the oldest silent socket to admit a newcomer and the
+// connector retries "busy": the real connection is made within the connect timeout, carries
+// data, and the evictions cost one WARN, not one per socket.
+TEST_F(HandshakeFloodTest, HalfOpenSocketsAboveTheCapDoNotKeepARealConnectOut) {
+  HandleBytes valid{};
+  uint32_t lid = 0;
+  ASSERT_NO_FATAL_FAILURE(peer_listen(&valid, &lid));
+  const mesh::handshake::Handle h = decode_or_die(valid);
+  ASSERT_FALSE(h.addrs.empty());
+  // On loopback any 127/8 address is local: sources 127.0.0.1 (the connector's) .. 127.0.0.8,
+  // each filling its per-source share (a quarter of the cap). Elsewhere one source holds all.
+  std::vector<uint32_t> sources = {0};
+  size_t per_source = 2 * kCap;
+  if (on_loopback(Rank::kTest) && on_loopback(Rank::kPeer)) {
+    sources.clear();
+    for (uint32_t i = 1; i <= 8; ++i) sources.push_back(0x7F000000u + i);
+    per_source = kCap / 4;
+  }
+  HalfOpenFlood flood(h.addrs[0].addr, h.port, sources, per_source);
+  // The listener holds at most kCap of them: wait until it has had to make room many times.
+  const auto flood_deadline = Clock::now() + scaled(10000);
+  while (flood.busy_replies() < 4 * kCap && Clock::now() < flood_deadline) {
+    std::this_thread::sleep_for(Millis(10));
+  }
+  ASSERT_GE(flood.busy_replies(), 4 * kCap)
+      << "the flood did not saturate the listener (" << flood.opened() << " opened, "
+      << flood.connect_failures() << " connects failed)";
+
+  ASSERT_NO_FATAL_FAILURE(peer_start_accept(lid));
+  const auto t0 = Clock::now();
+  std::vector<Link> fresh;
+  // The plugin fails a connect after NCCL_MESH_CONNECT_TIMEOUT_MS (2 s): success is in time.
+  ASSERT_NO_FATAL_FAILURE(connect_good(valid, &fresh));
+  const uint64_t connect_ms = elapsed_us(t0) / 1000;
+  expect_traffic(fresh, {}, "on the connection made through the flood");
+  expect_good_connections_work();
+  const uint64_t busy_during = flood.busy_replies();
+  flood.stop();
+  EXPECT_GT(busy_during, 4 * kCap) << "the flood went on while the connection was made";
+
+  const std::vector<std::string> warns = remote_warnings();
+  EXPECT_EQ(count_containing(warns, "handshake port saturated"), 1u)
+      << busy_during << " sockets closed to make room; connected in " << connect_ms
+      << " ms; the peer logged:\n"
+      << join_lines(warns);
+  EXPECT_LE(warns.size(), 6u) << "the peer logged:\n" << join_lines(warns);
+}
+
+// 200 garbage connections and 20 that go silent after the start of a hello: one full WARN per
+// cause (the peer and what to check), the rest counted into one summary per cause when its 10 s
+// window closes. Before, each connection logged its own WARN.
+TEST_F(BadInputTest, GarbageFloodLogsOneWarningPerCauseAndASummary) {
+  HandleBytes valid{};
+  uint32_t lid = 0;
+  ASSERT_NO_FATAL_FAILURE(peer_listen(&valid, &lid));
+  const mesh::handshake::Handle h = decode_or_die(valid);
+  ASSERT_FALSE(h.addrs.empty());
+  const size_t before = remote_warnings().size();
+  constexpr size_t kGarbage = 200, kSilent = 20;
+
+  const auto t0 = Clock::now();
+  std::vector<std::unique_ptr<RawClient>> silent;
+  for (size_t i = 0; i < kSilent; ++i) {
+    silent.push_back(std::make_unique<RawClient>(h.addrs[0].addr, h.port));
+    ASSERT_TRUE(silent.back()->connected());
+    silent.back()->send_bytes(kPartialHello);
+  }
+  std::mt19937_64 rng(0xF100D);
+  for (size_t i = 0; i < kGarbage; ++i) {  // one at a time: each refused before the next
+    RawClient c(h.addrs[0].addr, h.port);
+    ASSERT_TRUE(c.connected());
+    c.send_bytes(random_bytes(rng, 64));
+    ASSERT_TRUE(c.closed_by_peer(scaled(5000))) << "garbage connection #" << i << " not refused";
+  }
+  for (size_t i = 0; i < kSilent; ++i) {
+    EXPECT_TRUE(silent[i]->closed_by_peer(Millis(kConnectTimeoutMs) + scaled(3000)))
+        << "silent connection #" << i << " not closed after the connect timeout";
+  }
+
+  // Both windows (10 s, opened by the first refusal and the first expiry) close and summarise.
+  const std::string refused_summary = "refused " + std::to_string(kGarbage - 1) +
+                                      " more malformed handshakes from 1 source in the last";
+  const std::string silent_summary = "closed " + std::to_string(kSilent - 1) +
+                                     " more handshake sockets that sent no complete hello in "
+                                     "time from 1 source in the last";
+  std::vector<std::string> lines;
+  const auto deadline = t0 + Millis(10000 + kConnectTimeoutMs) + scaled(5000);
+  do {
+    std::this_thread::sleep_for(Millis(200));
+    const std::vector<std::string> all = remote_warnings();
+    lines.assign(all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())),
+                 all.end());
+  } while ((count_containing(lines, refused_summary) == 0 ||
+            count_containing(lines, silent_summary) == 0) &&
+           Clock::now() < deadline);
+  EXPECT_EQ(count_containing(lines, "refused handshake from "), 1u) << join_lines(lines);
+  EXPECT_EQ(count_containing(lines, "closing handshake socket from "), 1u) << join_lines(lines);
+  EXPECT_EQ(count_containing(lines, refused_summary), 1u) << join_lines(lines);
+  EXPECT_EQ(count_containing(lines, silent_summary), 1u) << join_lines(lines);
+  EXPECT_EQ(lines.size(), 4u) << kGarbage + kSilent << " bad connections; the peer logged:\n"
+                              << join_lines(lines);
+  expect_good_connections_work();
+}
+
+// A listener that answers every hello "busy" (a saturated handshake service) on a local port.
+class BusyListener {
+ public:
+  explicit BusyListener(uint32_t addr) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(addr);
+    socklen_t len = sizeof(sa);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || listen(fd_, 64) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~BusyListener() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  BusyListener(const BusyListener&) = delete;
+  BusyListener& operator=(const BusyListener&) = delete;
+
+  uint16_t port() const { return port_; }
+  uint64_t hellos() const { return hellos_.load(); }
+
+ private:
+  void run() {
+    while (!stop_.load()) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 10) <= 0) continue;
+      const int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      uint8_t buf[2048];
+      size_t got = 0;
+      while (got < 48) {  // the hello (an extension may follow; it is not read)
+        pollfd q{c, POLLIN, 0};
+        if (poll(&q, 1, 500) <= 0) break;
+        const ssize_t n = recv(c, buf + got, sizeof(buf) - got, 0);
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+      if (got >= 48) {
+        hellos_.fetch_add(1);
+        const uint8_t busy[4] = {'M', 'S', 'R', 4};
+        (void)!::send(c, busy, sizeof(busy), MSG_NOSIGNAL);
+      }
+      close(c);
+    }
+  }
+
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> hellos_{0};
+  std::thread thread_;
+};
+
+// "Busy" is not a refusal: the connector retries until its connect timeout, then fails with a
+// WARN that names the saturation (not "no answer").
+TEST_F(BadInputTest, BusyListenerIsRetriedUntilTheConnectTimeoutThenReported) {
+  HandleBytes valid{};
+  uint32_t lid = 0;
+  ASSERT_NO_FATAL_FAILURE(peer_listen(&valid, &lid));
+  mesh::handshake::Handle redirected = decode_or_die(valid);
+  ASSERT_FALSE(redirected.addrs.empty());
+  BusyListener busy(redirected.addrs[0].addr);
+  ASSERT_NE(busy.port(), 0) << "cannot listen on " << mesh::format_prefix(redirected.addrs[0]);
+  redirected.port = busy.port();
+  HandleBytes handle{};
+  std::string why;
+  ASSERT_TRUE(mesh::handshake::encode_handle(redirected, handle.data(), &why)) << why;
+
+  const size_t warns_before = warn_count();
+  const auto t0 = Clock::now();
+  expect_connect_error(handle, Millis(kConnectTimeoutMs) + scaled(3000), "busy listener");
+  const uint64_t took_ms = elapsed_us(t0) / 1000;
+  EXPECT_GE(took_ms, static_cast<uint64_t>(kConnectTimeoutMs) - 100)
+      << "the connect gave up on \"busy\" before its connect timeout";
+  EXPECT_GE(busy.hellos(), 5u) << "the connector did not retry after \"busy\"";
+  const std::vector<std::string> warns = warns_since(warns_before);
+  EXPECT_EQ(count_containing(warns, "handshake port was saturated by unauthenticated"), 1u)
+      << join_lines(warns);
+  expect_good_connections_work();
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ void PeerFixture::respawn_peer() {
     const std::string how = peer_->quit(kSetupTimeout);
     EXPECT_EQ(how, "") << "previous peer did not exit cleanly";
   }
-  peer_ = PeerProcess::spawn(peer_path(), plugin_path(), &error);
+  peer_ = PeerProcess::spawn(peer_path(), plugin_path(), &error, peer_env_);
   ASSERT_TRUE(peer_) << error;
   peer_dead_ = false;
   InitRequest req;

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/env.h"
@@ -103,6 +104,8 @@ class PeerFixture : public ::testing::Test {
 
   // A second peer (for tests that need a fresh one after killing the first).
   void respawn_peer();
+  // Plugin settings ("NAME=value") for the peers spawned from now on (start, respawn_peer).
+  void set_peer_env(std::vector<std::string> env) { peer_env_ = std::move(env); }
   // The peer was killed on purpose: teardown does not expect a clean exit.
   void peer_killed() { peer_dead_ = true; }
   // Listen comms this process created through listen_local (closed at teardown unless accepted).
@@ -127,6 +130,7 @@ class PeerFixture : public ::testing::Test {
   size_t warns_at_start_ = 0;
   size_t connections_at_start_ = 0;
   std::vector<void*> sends_, recvs_, listens_;
+  std::vector<std::string> peer_env_;
 };
 
 // A fixture per ABI version: TEST_P suites derive from it and are instantiated for v8..v11.
