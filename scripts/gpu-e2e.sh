@@ -11,6 +11,12 @@
 # only top-level files (JSONs copied up as check-check.json etc.). Exit status 0 only if every
 # step passed.
 #
+# The plugin's build needs rdma-core's headers (infiniband/verbs.h), which the GPU test machine
+# lacks and cannot install: build there only where they exist, or build here and carry it:
+#   scripts/gpu-e2e.sh --prebuild DIR   (on the development machine: plugin, program and the CUDA
+#                                        runtime they need into DIR, nothing run)
+#   GPU_E2E_PREBUILT=DIR scripts/gpu-e2e.sh OUTDIR   (on the GPU machine: no build step)
+#
 # Knobs (environment): PYTHON (python3), NCCL_HOME (default: the nvidia.nccl wheel of $PYTHON),
 # GPU_E2E_BUILD (build dir, default <repo>/build-gpu-e2e), CUDA_ARCHS (90), GPU_E2E_BUDGET_S
 # (570: the whole run), CHECK_RANKS (2,3,4), CHECK_PROTOS (Simple,LL,LL128),
@@ -18,6 +24,22 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${GPU_E2E_BUILD:-$ROOT/build-gpu-e2e}
+
+if [[ ${1:-} == --prebuild ]]; then
+  DEST=${2:?usage: $0 --prebuild DIR}
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMESH_SUBDIRS=tests/gpu \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" ${NCCL_HOME:+-DNCCL_ROOT="$NCCL_HOME"} &&
+    cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e || exit 1
+  mkdir -p "$DEST" &&
+    cp "$BUILD/libnccl-net-mesh.so" "$BUILD/tests/gpu/nccl-mesh-gpu-e2e" "$DEST/" || exit 1
+  # The program links libcudart.so.N dynamically; the GPU machine's loader path may lack it.
+  cudart=$(ldd "$DEST/nccl-mesh-gpu-e2e" | awk '/libcudart/ {print $3}')
+  [[ -n "$cudart" ]] && cp -L "$cudart" "$DEST/"
+  ls -l "$DEST"
+  exit 0
+fi
+
 OUT=${1:-${GPU_E2E_OUT:-}}
 if [[ -z "$OUT" ]]; then
   echo "usage: $0 OUTDIR" >&2
@@ -28,7 +50,7 @@ exec > >(tee "$OUT/gpu-e2e.log") 2>&1
 
 BUDGET=${GPU_E2E_BUDGET_S:-570}
 PY=${PYTHON:-python3}
-BUILD=${GPU_E2E_BUILD:-$ROOT/build-gpu-e2e}
+PREBUILT=${GPU_E2E_PREBUILT:-}
 START=$SECONDS
 STEPS=()  # "name status seconds" per step
 
@@ -109,10 +131,21 @@ build() {
     cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e
 }
 BUILT=1
-run_step build 240 build || BUILT=0
-E2E=$BUILD/tests/gpu/nccl-mesh-gpu-e2e
-PLUGIN=$(find "$BUILD" -name libnccl-net-mesh.so -print -quit 2>/dev/null)
-PLUGIN=${PLUGIN:-$BUILD/libnccl-net-mesh.so}
+if [[ -n "$PREBUILT" ]]; then
+  PREBUILT=$(cd "$PREBUILT" && pwd)
+  E2E=$PREBUILT/nccl-mesh-gpu-e2e
+  PLUGIN=$PREBUILT/libnccl-net-mesh.so
+  # NCCL 2.28.9 stays first; the carried CUDA runtime only fills a gap.
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PREBUILT"
+  echo "== build: prebuilt binaries from $PREBUILT"
+  ldd "$E2E" "$PLUGIN" | grep -E 'not found|nccl|cudart' || true
+  [[ -x "$E2E" && -f "$PLUGIN" ]] || BUILT=0
+else
+  run_step build 240 build || BUILT=0
+  E2E=$BUILD/tests/gpu/nccl-mesh-gpu-e2e
+  PLUGIN=$(find "$BUILD" -name libnccl-net-mesh.so -print -quit 2>/dev/null)
+  PLUGIN=${PLUGIN:-$BUILD/libnccl-net-mesh.so}
+fi
 echo "program: $E2E"
 echo "plugin:  $PLUGIN"
 
