@@ -341,6 +341,15 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
               describe().c_str());
     return ncclInternalError;
   }
+  // Its control bytes are done and its parts are still on the streams: answer from the counter
+  // alone. NCCL's proxy thread calls test() in a tight loop over every request in flight; a
+  // recv() per call costs CPU that the stream workers' copies need (4 ranks on one host). Other
+  // requests whose control bytes are not done (a header to read, a clear-to-send to write) still
+  // drive progress() from their own test() calls, and isend() reads clear-to-sends.
+  if (r->control_done && r->parts_pending.load(std::memory_order_acquire) != 0 &&
+      !failed_.load(std::memory_order_acquire)) {
+    return ncclSuccess;
+  }
   progress();
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0) {
     *done = 1;
