@@ -141,6 +141,11 @@ if [[ -n "$PREBUILT" ]]; then
   ldd "$E2E" "$PLUGIN" | grep -E 'not found|nccl|cudart' || true
   [[ -x "$E2E" && -f "$PLUGIN" ]] || BUILT=0
 else
+  if ! echo '#include <infiniband/verbs.h>' | "${CXX:-c++}" -E -x c++ - >/dev/null 2>&1; then
+    echo "NOTE: no rdma-core headers (infiniband/verbs.h) here, so the plugin cannot be built on" \
+         "this machine: build it where they are with '$0 --prebuild DIR', copy DIR here and" \
+         "run GPU_E2E_PREBUILT=DIR $0 OUTDIR"
+  fi
   run_step build 240 build || BUILT=0
   E2E=$BUILD/tests/gpu/nccl-mesh-gpu-e2e
   PLUGIN=$(find "$BUILD" -name libnccl-net-mesh.so -print -quit 2>/dev/null)
