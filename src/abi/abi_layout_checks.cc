@@ -2,7 +2,7 @@
 // shared/reference/nccl-net-abi.md section 2). A mismatch fails the build.
 #include <cstddef>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/net.h"
 
 static_assert(sizeof(ncclNet_v8_t) == 152);
 static_assert(sizeof(ncclNet_v9_t) == 160);

@@ -1,13 +1,13 @@
 // Entry points whose signature is the same in every ABI version, shared by the v8..v11 tables.
-// Each one forwards to the version-independent core (core/plugin.h) inside guard(), so no C++
+// Each one forwards to the version-independent core (plugin/plugin.h) inside guard(), so no C++
 // exception ever crosses the C ABI.
 #pragma once
 
 #include <exception>
 
-#include "abi/nccl_net_abi.h"
-#include "core/log.h"
-#include "core/plugin.h"
+#include "nccl/net.h"
+#include "util/log.h"
+#include "plugin/plugin.h"
 
 namespace mesh::abi {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 
 namespace mesh::handshake {
 

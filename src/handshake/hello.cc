@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/byte_order.h"
+#include "util/byte_order.h"
 
 namespace mesh::handshake {
 

@@ -12,9 +12,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/byte_order.h"
-#include "core/log.h"
-#include "core/random.h"
+#include "util/byte_order.h"
+#include "util/log.h"
+#include "util/random.h"
 
 namespace mesh::handshake {
 

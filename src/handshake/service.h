@@ -25,8 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/ipv4.h"
-#include "core/socket_util.h"
+#include "util/ipv4.h"
+#include "util/socket_util.h"
 #include "handshake/handle.h"
 #include "handshake/hello.h"
 #include "handshake/warn_limiter.h"

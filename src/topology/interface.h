@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 
 namespace mesh::topology {
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 #include "topology/sysfs_files.h"
 
 namespace mesh::topology {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 #include "tools/doctor/checks.h"
 #include "tools/doctor/inventory.h"
 #include "tools/doctor/model.h"

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <thread>
 
-#include "core/byte_order.h"
+#include "util/byte_order.h"
 #include "fixtures.h"
 #include "tools/doctor/probe_client.h"
 #include "tools/doctor/probe_protocol.h"

@@ -2,7 +2,7 @@
 // their documented ranges.
 #include <string>
 
-#include "core/settings.h"
+#include "util/settings.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
 // mesh::netmask, in_subnet, prefix_from_netmask, parse_ipv4 and format_ipv4/format_prefix.
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 
 #include <gtest/gtest.h>
 

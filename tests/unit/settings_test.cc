@@ -1,5 +1,5 @@
 // parse_setting, load_settings and setting_table: every NCCL_MESH_* setting.
-#include "core/settings.h"
+#include "util/settings.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/net.h"
 #include "options.h"
 #include "paths.h"
 #include "pattern.h"

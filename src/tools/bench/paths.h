@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 #include "topology/interface.h"
 #include "topology/selection.h"
 

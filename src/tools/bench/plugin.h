@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/net.h"
 
 namespace mesh::bench {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/settings.h"
+#include "util/settings.h"
 #include "topology/interface.h"
 #include "topology/rdma_sysfs.h"
 

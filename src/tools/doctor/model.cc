@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 
 namespace mesh::doctor {
 

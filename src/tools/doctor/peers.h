@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 #include "tools/doctor/inventory.h"
 #include "tools/doctor/model.h"
 #include "topology/selection.h"

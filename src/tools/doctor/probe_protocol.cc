@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/byte_order.h"
+#include "util/byte_order.h"
 
 namespace mesh::doctor::probe {
 namespace {

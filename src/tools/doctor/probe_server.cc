@@ -9,8 +9,8 @@
 #include <chrono>
 #include <vector>
 
-#include "core/byte_order.h"
-#include "core/ipv4.h"
+#include "util/byte_order.h"
+#include "util/ipv4.h"
 #include "tools/doctor/probe_protocol.h"
 #include "tools/doctor/probe_socket.h"
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/socket_util.h"
+#include "util/socket_util.h"
 #include "tools/doctor/peers.h"
 #include "topology/interface.h"
 

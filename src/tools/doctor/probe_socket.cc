@@ -8,7 +8,7 @@
 
 #include <cerrno>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 
 namespace mesh::doctor::probe {
 namespace {

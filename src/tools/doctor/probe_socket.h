@@ -1,10 +1,10 @@
-// TCP socket helpers of the probe client and server (on top of core/socket_util).
+// TCP socket helpers of the probe client and server (on top of util/socket_util).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "core/socket_util.h"
+#include "util/socket_util.h"
 
 namespace mesh::doctor::probe {
 

@@ -6,8 +6,8 @@
 
 #include <cerrno>
 
-#include "core/log.h"
-#include "core/socket_util.h"
+#include "util/log.h"
+#include "util/socket_util.h"
 
 namespace mesh::rdma {
 

@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "abi/nccl_net_abi.h"
-#include "core/ipv4.h"
-#include "core/socket_util.h"
+#include "nccl/net.h"
+#include "util/ipv4.h"
+#include "util/socket_util.h"
 
 namespace mesh::rdma {
 

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/ipv4.h"
-#include "core/random.h"
-#include "core/socket_util.h"
+#include "util/ipv4.h"
+#include "util/random.h"
+#include "util/socket_util.h"
 
 namespace mesh::rdma {
 

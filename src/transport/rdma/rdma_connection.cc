@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/log.h"
+#include "util/log.h"
 
 namespace mesh::rdma {
 namespace {

@@ -18,8 +18,8 @@
 #include <mutex>
 #include <string>
 
-#include "core/connection.h"
-#include "core/socket_util.h"
+#include "transport/connection.h"
+#include "util/socket_util.h"
 #include "transport/rdma/endpoint.h"
 
 namespace mesh::rdma {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/byte_order.h"
+#include "util/byte_order.h"
 
 namespace mesh::rdma {
 

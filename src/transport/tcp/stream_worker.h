@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "abi/nccl_net_abi.h"
-#include "core/socket_util.h"
+#include "nccl/net.h"
+#include "util/socket_util.h"
 
 namespace mesh::tcp {
 

@@ -7,7 +7,7 @@
 #include <climits>
 #include <cstring>
 
-#include "core/log.h"
+#include "util/log.h"
 #include "transport/tcp/chunking.h"
 
 namespace mesh::tcp {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/connection.h"
+#include "transport/connection.h"
 #include "handshake/service.h"
 #include "transport/tcp/stream_worker.h"
 #include "transport/tcp/wire.h"

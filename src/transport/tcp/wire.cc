@@ -1,6 +1,6 @@
 #include "transport/tcp/wire.h"
 
-#include "core/byte_order.h"
+#include "util/byte_order.h"
 
 namespace mesh::tcp {
 

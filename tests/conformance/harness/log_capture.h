@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/net.h"
 
 extern "C" void conformance_log(ncclDebugLogLevel level, unsigned long flags, const char* file,
                                 int line, const char* fmt, ...)

@@ -1,4 +1,4 @@
-#include "core/socket_util.h"
+#include "util/socket_util.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 
 namespace mesh {
 

@@ -1,11 +1,11 @@
-#include "core/settings.h"
+#include "util/settings.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <type_traits>
 
-#include "core/log.h"
+#include "util/log.h"
 
 namespace mesh {
 namespace {

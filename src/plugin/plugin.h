@@ -20,8 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "abi/nccl_net_abi.h"
-#include "core/connection.h"
+#include "nccl/net.h"
+#include "transport/connection.h"
 #include "handshake/service.h"
 #include "topology/selection.h"
 #include "transport/rdma/devices.h"

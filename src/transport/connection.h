@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/net.h"
 
 namespace mesh {
 

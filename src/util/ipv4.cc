@@ -1,4 +1,4 @@
-#include "core/ipv4.h"
+#include "util/ipv4.h"
 
 #include <arpa/inet.h>
 

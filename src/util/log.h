@@ -3,7 +3,7 @@
 // Every line carries the prefix "NET/Mesh : ".
 #pragma once
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/net.h"
 
 namespace mesh {
 

@@ -1,11 +1,11 @@
-#include "core/plugin.h"
+#include "plugin/plugin.h"
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 
-#include "core/log.h"
-#include "core/settings.h"
+#include "util/log.h"
+#include "util/settings.h"
 #include "handshake/handle.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"

@@ -1,4 +1,4 @@
-#include "core/random.h"
+#include "util/random.h"
 
 #include <sys/random.h>
 
