@@ -13,16 +13,11 @@
 #include <cstring>
 
 #include "util/byte_order.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/random.h"
 
 namespace mesh::handshake {
-
-int64_t monotonic_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 namespace {
 constexpr int kBacklog = 1024;
@@ -120,7 +115,7 @@ struct Service::Outgoing : Watch {
 };
 
 struct Service::Attempt {
-  std::shared_ptr<ConnectAttempt> pub;
+  std::shared_ptr<OutgoingConnect> pub;
   ConnectRequest req;
   uint64_t conn_id = 0;
   int64_t deadline_ms = 0;
@@ -237,7 +232,7 @@ void Service::stop() {
   for (auto& a : attempts_) {
     if (!a->finished) {
       a->pub->error = "plugin shut down during the handshake";
-      a->pub->state.store(ConnectAttempt::State::kFailed);
+      a->pub->status.store(ConnectStatus::kFailed);
     }
   }
   attempts_.clear();
@@ -274,7 +269,7 @@ void Service::close_listen(const std::shared_ptr<ListenEndpoint>& ep) {
   }
 }
 
-bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, EstablishedConnection* out) {
+bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ep->ready.empty()) return false;
   *out = std::move(ep->ready.front());
@@ -282,9 +277,9 @@ bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, EstablishedC
   return true;
 }
 
-std::shared_ptr<ConnectAttempt> Service::start_connect(const ConnectRequest& req) {
+std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& req) {
   auto a = std::make_unique<Attempt>();
-  a->pub = std::make_shared<ConnectAttempt>();
+  a->pub = std::make_shared<OutgoingConnect>();
   a->req = req;
   fill_random(&a->conn_id, sizeof(a->conn_id));
   a->deadline_ms = monotonic_ms() + req.timeout_ms;
@@ -309,12 +304,12 @@ std::shared_ptr<ConnectAttempt> Service::start_connect(const ConnectRequest& req
     }
     a->socks.push_back(std::move(out));
   }
-  std::shared_ptr<ConnectAttempt> pub = a->pub;
+  std::shared_ptr<OutgoingConnect> pub = a->pub;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!running()) {
       pub->error = "handshake service is not running";
-      pub->state.store(ConnectAttempt::State::kFailed);
+      pub->status.store(ConnectStatus::kFailed);
       return pub;
     }
     attempts_.push_back(std::move(a));  // sockets open on the service thread (kBackoff, due now)
@@ -323,7 +318,7 @@ std::shared_ptr<ConnectAttempt> Service::start_connect(const ConnectRequest& req
   return pub;
 }
 
-void Service::cancel_connect(const std::shared_ptr<ConnectAttempt>& attempt) {
+void Service::cancel_connect(const std::shared_ptr<OutgoingConnect>& attempt) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& a : attempts_) {
     if (a->pub == attempt && !a->finished) {
@@ -607,7 +602,7 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
   }
   drop_incoming(in);
   if (++g.arrived == g.data.size() + 1) {
-    EstablishedConnection c;
+    ConnectedSockets c;
     c.control = std::move(g.control);
     c.data = std::move(g.data);
     c.peer = g.peer;
@@ -764,7 +759,7 @@ void Service::finish_attempt_if_ready(Attempt* a) {
   for (const auto& s : a->socks) {
     if (s->phase != Outgoing::Phase::kDone) return;
   }
-  EstablishedConnection& c = a->pub->result;
+  ConnectedSockets& c = a->pub->result;
   for (auto& s : a->socks) {
     s->fd = -1;
     if (s->role == Role::kControl) {
@@ -781,14 +776,14 @@ void Service::finish_attempt_if_ready(Attempt* a) {
     }
   }
   a->finished = true;
-  a->pub->state.store(ConnectAttempt::State::kDone, std::memory_order_release);
+  a->pub->status.store(ConnectStatus::kDone, std::memory_order_release);
 }
 
 void Service::fail_attempt(Attempt* a, const std::string& why) {
   close_attempt_sockets(a);
   a->finished = true;
   a->pub->error = why;
-  a->pub->state.store(ConnectAttempt::State::kFailed, std::memory_order_release);
+  a->pub->status.store(ConnectStatus::kFailed, std::memory_order_release);
 }
 
 void Service::close_attempt_sockets(Attempt* a) {

@@ -8,7 +8,7 @@
 // neither side's progress depends on NCCL calling back into the plugin.
 //
 // Threads: the service thread owns every socket until a connection is complete, then hands the
-// file descriptors over (EstablishedConnection) and never touches them again.
+// file descriptors over (ConnectedSockets, connected_sockets.h) and never touches them again.
 #pragma once
 
 #include <atomic>
@@ -25,26 +25,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "util/ipv4.h"
-#include "util/socket_util.h"
+#include "handshake/connected_sockets.h"
 #include "handshake/handle.h"
 #include "handshake/hello.h"
 #include "handshake/warn_limiter.h"
 #include "topology/selection.h"
+#include "util/ipv4.h"
+#include "util/socket_util.h"
 
 namespace mesh::handshake {
-
-// The sockets of one connection once every one has been authenticated.
-struct EstablishedConnection {
-  UniqueFd control;
-  std::vector<UniqueFd> data;  // index = stream index
-  std::string peer;            // "addr:port" of the control socket's peer, for messages
-  std::string local;           // local "addr:port" of the control socket
-  // Transport extension (hello.h): the connector gets the listener's reply bytes; the listener
-  // gets what its extension handler built (e.g. an RDMA endpoint with connected QPs).
-  std::vector<uint8_t> peer_extension;
-  std::shared_ptr<void> transport_state;
-};
 
 // Runs on the service thread for a control hello that carries an extension: builds the
 // listener's side of the transport from the connector's bytes, returns the reply bytes
@@ -56,17 +45,18 @@ using ExtensionHandler =
 // One open listen comm's state inside the service (guarded by the service mutex).
 struct ListenEndpoint {
   Nonce nonce{};
-  std::deque<EstablishedConnection> ready;
+  std::deque<ConnectedSockets> ready;
   bool closed = false;
 };
 
-// One connect() in progress.
-struct ConnectAttempt {
-  enum class State { kPending, kDone, kFailed };
-  std::atomic<State> state{State::kPending};
-  std::string error;             // set before state becomes kFailed
-  EstablishedConnection result;  // filled before state becomes kDone
-  std::string description;       // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
+enum class ConnectStatus { kPending, kDone, kFailed };
+
+// One connect() in progress, shared between NCCL's thread (reads status) and the service thread.
+struct OutgoingConnect {
+  std::atomic<ConnectStatus> status{ConnectStatus::kPending};
+  std::string error;        // set before status becomes kFailed
+  ConnectedSockets result;  // filled before status becomes kDone
+  std::string description;  // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
 };
 
 struct ConnectRequest {
@@ -98,11 +88,11 @@ class Service {
   std::shared_ptr<ListenEndpoint> open_listen();
   void close_listen(const std::shared_ptr<ListenEndpoint>& ep);
   // Pops a completed connection for this listen, if any (never blocks).
-  bool take_ready(const std::shared_ptr<ListenEndpoint>& ep, EstablishedConnection* out);
+  bool take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out);
 
-  std::shared_ptr<ConnectAttempt> start_connect(const ConnectRequest& req);
+  std::shared_ptr<OutgoingConnect> start_connect(const ConnectRequest& req);
   // Abandons an attempt (its sockets are closed by the service thread).
-  void cancel_connect(const std::shared_ptr<ConnectAttempt>& attempt);
+  void cancel_connect(const std::shared_ptr<OutgoingConnect>& attempt);
 
  private:
   struct Watch;
@@ -155,7 +145,5 @@ class Service {
   std::map<std::pair<ListenEndpoint*, uint64_t>, std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Attempt>> attempts_;
 };
-
-int64_t monotonic_ms();
 
 }  // namespace mesh::handshake

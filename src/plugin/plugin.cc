@@ -4,14 +4,14 @@
 #include <cstring>
 #include <filesystem>
 
-#include "util/log.h"
-#include "util/settings.h"
 #include "handshake/handle.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
 #include "transport/rdma/rdma_connection.h"
 #include "transport/rdma/wire.h"
 #include "transport/tcp/tcp_connection.h"
+#include "util/log.h"
+#include "util/settings.h"
 
 namespace mesh {
 
@@ -99,8 +99,10 @@ void Plugin::bind_rdma() {
   if (s.transport == "tcp") return;
   std::string why;
   if (!rdma_.available(&why)) {
-    if (s.transport == "rdma") MESH_WARN("NCCL_MESH_TRANSPORT=rdma but %s", why.c_str());
-    else MESH_INFO(NCCL_INIT | NCCL_NET, "RDMA unavailable (%s): TCP only", why.c_str());
+    if (s.transport == "rdma")
+      MESH_WARN("NCCL_MESH_TRANSPORT=rdma but %s", why.c_str());
+    else
+      MESH_INFO(NCCL_INIT | NCCL_NET, "RDMA unavailable (%s): TCP only", why.c_str());
     return;
   }
   rdma_ports_ = rdma::bind_interfaces(selection_.used, static_cast<int>(s.gid_index));
@@ -199,9 +201,8 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
     }
     service_.set_extension_handler(
         [this](const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
-               std::shared_ptr<void>* state, std::string* error) {
-          return accept_rdma(ext, reply, state, error);
-        });
+               std::shared_ptr<void>* state,
+               std::string* error) { return accept_rdma(ext, reply, state, error); });
     if (!service_.start(addrs, static_cast<uint16_t>(s.handshake_port), s.connect_timeout_ms,
                         s.max_pending_handshakes, &why)) {
       MESH_WARN("init failed: %s", why.c_str());
@@ -438,8 +439,8 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       // QPs per connection: a multiple of the cables, so each cable carries an equal share.
       std::vector<rdma::RailBinding> bindings;
       for (size_t i = 0; i < rdma.size() && i < rdma::kMaxQps; ++i) {
-        bindings.push_back({rdma_ports_[rdma[i].local_index], rdma[i].local.addr,
-                            rdma[i].peer_addr});
+        bindings.push_back(
+            {rdma_ports_[rdma[i].local_index], rdma[i].local.addr, rdma[i].peer_addr});
       }
       const size_t n = bindings.size();
       const size_t nqps =
@@ -448,7 +449,8 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       pc.rdma = rdma::Endpoint::for_sender(rdma_, bindings, nqps, &setup_error);
       if (!pc.rdma) {
         MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
-                  setup_error.c_str(), s.transport == "rdma" ? "" : "; using TCP for this connection");
+                  setup_error.c_str(),
+                  s.transport == "rdma" ? "" : "; using TCP for this connection");
         if (s.transport == "rdma") return ncclSystemError;
       } else {
         req.rails = rdma;
@@ -470,20 +472,20 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
   }
   PendingConnect pc = it->second;
   auto& attempt = pc.attempt;
-  switch (attempt->state.load(std::memory_order_acquire)) {
-    case handshake::ConnectAttempt::State::kPending:
+  switch (attempt->status.load(std::memory_order_acquire)) {
+    case handshake::ConnectStatus::kPending:
       return ncclSuccess;
-    case handshake::ConnectAttempt::State::kFailed:
+    case handshake::ConnectStatus::kFailed:
       pending_.erase(it);
       MESH_WARN("connect to %s failed: %s", attempt->description.c_str(), attempt->error.c_str());
       return ncclRemoteError;
-    case handshake::ConnectAttempt::State::kDone:
+    case handshake::ConnectStatus::kDone:
       break;
   }
   pending_.erase(it);
   Connection* conn = nullptr;
   if (pc.rdma) {
-    handshake::EstablishedConnection& est = attempt->result;
+    handshake::ConnectedSockets& est = attempt->result;
     rdma::SetupMessage peer;
     std::string setup_error;
     if (!rdma::decode_setup(est.peer_extension.data(), est.peer_extension.size(), &peer,
@@ -512,7 +514,7 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
     MESH_WARN("accept: %p is not an open listen comm", listen_comm);
     return ncclInternalError;
   }
-  handshake::EstablishedConnection est;
+  handshake::ConnectedSockets est;
   if (!service_.take_ready(l->endpoint, &est)) return ncclSuccess;
   Connection* conn = nullptr;
   if (est.transport_state) {
@@ -582,8 +584,8 @@ ncclResult_t Plugin::reg_mr(void* comm, void* data, size_t size, int type, void*
   return register_region(comm, data, size, type, 0, -1, mhandle);
 }
 
-ncclResult_t Plugin::register_region(void* comm, void* data, size_t size, int type,
-                                     uint64_t offset, int fd, void** mhandle) {
+ncclResult_t Plugin::register_region(void* comm, void* data, size_t size, int type, uint64_t offset,
+                                     int fd, void** mhandle) {
   *mhandle = nullptr;
   Connection* conn = as_connection(comm);
   if (conn == nullptr) {
@@ -620,8 +622,8 @@ ncclResult_t Plugin::register_region(void* comm, void* data, size_t size, int ty
   return ncclSuccess;
 }
 
-ncclResult_t Plugin::reg_mr_dmabuf(void* comm, void* data, size_t size, int type,
-                                   uint64_t offset, int fd, void** mhandle) {
+ncclResult_t Plugin::reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                                   int fd, void** mhandle) {
   // NCCL passes fd -1 for host memory; a real dma-buf (GPU memory) is registered through it.
   return register_region(comm, data, size, type, offset, fd, mhandle);
 }

@@ -20,10 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "nccl/net.h"
-#include "transport/connection.h"
 #include "handshake/service.h"
+#include "nccl/net.h"
 #include "topology/selection.h"
+#include "transport/connection.h"
 #include "transport/rdma/devices.h"
 #include "transport/rdma/endpoint.h"
 
@@ -119,7 +119,7 @@ class Plugin {
   // connect() in progress, keyed by (context, nonce of the peer's listen): NCCL re-calls
   // connect with the same handle until it returns a comm.
   struct PendingConnect {
-    std::shared_ptr<handshake::ConnectAttempt> attempt;
+    std::shared_ptr<handshake::OutgoingConnect> attempt;
     std::shared_ptr<rdma::Endpoint> rdma;  // set when the connection will use RDMA
   };
   std::map<std::pair<Context*, handshake::Nonce>, PendingConnect> pending_;

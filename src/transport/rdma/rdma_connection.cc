@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace mesh::rdma {
@@ -22,12 +23,6 @@ constexpr int64_t kPeerGoneGraceMs = 500;
 // Every Nth clear-to-send write is signalled so its send-queue slots are reclaimed.
 constexpr uint32_t kCtsSignalEvery = 8;
 constexpr uint64_t kCtsWrFlag = 1ull << 63;
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -222,7 +217,7 @@ void RdmaConnection::check_control() {
     fail(ncclRemoteError, "unexpected bytes on the control socket (protocol violation)");
     return;
   }
-  peer_gone_ms_ = now_ms();
+  peer_gone_ms_ = monotonic_ms();
 }
 
 void RdmaConnection::poll() {
@@ -299,7 +294,7 @@ void RdmaConnection::poll() {
   check_control();
   // Like EOF on a TCP connection, a closed control socket fails the comm; the grace lets the
   // peer's last completions (already on the wire when its kernel closed the socket) arrive.
-  if (peer_gone_ms_ >= 0 && now_ms() - peer_gone_ms_ > kPeerGoneGraceMs) {
+  if (peer_gone_ms_ >= 0 && monotonic_ms() - peer_gone_ms_ > kPeerGoneGraceMs) {
     fail(ncclRemoteError, in_flight() > 0
                               ? "the peer closed the connection (its process exited or closed "
                                 "its comm) with requests in flight"

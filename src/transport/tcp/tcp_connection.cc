@@ -7,12 +7,12 @@
 #include <climits>
 #include <cstring>
 
-#include "util/log.h"
 #include "transport/tcp/chunking.h"
+#include "util/log.h"
 
 namespace mesh::tcp {
 
-TcpConnection::TcpConnection(bool sender, handshake::EstablishedConnection sockets,
+TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
                              const TcpOptions& options)
     : Connection(sender ? ObjectTag::kSend : ObjectTag::kRecv),
       sender_(sender),

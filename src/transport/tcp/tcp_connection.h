@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "handshake/connected_sockets.h"
 #include "transport/connection.h"
-#include "handshake/service.h"
 #include "transport/tcp/stream_worker.h"
 #include "transport/tcp/wire.h"
 
@@ -29,7 +29,7 @@ struct TcpOptions {
 
 class TcpConnection final : public Connection {
  public:
-  TcpConnection(bool sender, handshake::EstablishedConnection sockets, const TcpOptions& options);
+  TcpConnection(bool sender, handshake::ConnectedSockets sockets, const TcpOptions& options);
   ~TcpConnection() override;
 
   ncclResult_t isend(void* data, size_t size, int tag, MemoryRegion* mr, void** request) override;
