@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test lane, as CI runs it:
-#   1. release build: unit, conformance, tool and (as root) namespace-mesh suites via ctest;
+#   1. release build: unit, conformance, tool, install (install tree, .deb and, as root, its
+#      dpkg round trip: tests/install) and (as root) namespace-mesh suites via ctest;
 #   2. ASan+UBSan build: unit, conformance, soak and (as root) the namespace suite's fault and
 #      multi-rank cases (SANITIZER_CASES in tests/netns/cases.py);
 #   3. TSan build: the same;
@@ -17,7 +18,9 @@ status=0
 run_lane() {
   local lane=$1 dir=build-ci-$1 args=() labels=""
   case $lane in
-    release) args=(-DCMAKE_BUILD_TYPE=Release) ;;
+    # -U: every suite of the current default MESH_SUBDIRS, also in a tree configured before a
+    # suite (tests/install) was added to it.
+    release) args=(-DCMAKE_BUILD_TYPE=Release -UMESH_SUBDIRS) ;;
     asan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=address
                 "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak;src/tools/bench;tests/netns")
           labels="unit|conformance|soak|netns" ;;
