@@ -1,0 +1,291 @@
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "handshake/service.h"
+#include "handshake/service_state.h"
+#include "util/byte_order.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace mesh::handshake {
+
+namespace {
+size_t refusal_cause(HelloReply reply) {
+  switch (reply) {
+    case HelloReply::kWrongNonce:
+      return kWarnWrongNonce;
+    case HelloReply::kSetupFailed:
+      return kWarnSetupFailed;
+    default:
+      return kWarnMalformed;
+  }
+}
+
+// Compares two nonces in time independent of where they differ.
+bool nonce_equal(const Nonce& a, const Nonce& b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < kNonceSize; ++i) diff = static_cast<uint8_t>(diff | (a[i] ^ b[i]));
+  return diff == 0;
+}
+}  // namespace
+
+void Service::handle_listener(int fd) {
+  for (;;) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof(peer);
+    int s = accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (s < 0) return;  // EAGAIN: drained; other errors (EMFILE...) retried on the next event
+    UniqueFd sock(s);
+    const uint32_t source = ntohl(peer.sin_addr.s_addr);
+    // The pending caps keep a flood of half-open sockets from growing memory or taking every
+    // file descriptor. At a cap the newcomer is admitted and the oldest pending socket is
+    // closed (with a "busy" reply), instead of refusing the newcomer: a real connector sends
+    // its hello right after connecting, so it is read within moments of the accept (below,
+    // often at once) and is rarely the oldest, while a socket that has sat silent longest is
+    // the likely attacker. Refusing newcomers instead would let whoever holds the slots keep
+    // every real connect out for as long as it likes. The per-source cap makes a single flooding
+    // host evict only its own sockets; a connector that still gets "busy" retries until its
+    // connect timeout (handle_outgoing).
+    const auto per_source = pending_per_source_.find(source);
+    if (per_source != pending_per_source_.end() && per_source->second >= max_pending_per_source_) {
+      evict(eviction_victim(&source), peer, true);
+    } else if (incoming_.size() >= max_pending_) {
+      evict(eviction_victim(nullptr), peer, false);
+    }
+    auto in = std::make_unique<Incoming>();
+    in->fd = s;
+    in->peer = peer;
+    in->source = source;
+    in->since_ms = monotonic_ms();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<Watch*>(in.get());
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s, &ev) != 0) continue;
+    in->sock = std::move(sock);
+    Incoming* raw = in.get();
+    raw->order = pending_order_.insert(pending_order_.end(), raw);
+    ++pending_per_source_[source];
+    incoming_[s] = std::move(in);
+    // A hello that is already queued is taken now, before later accepts of this batch could
+    // count this socket as pending (and evict it).
+    handle_incoming(raw);
+  }
+}
+
+// The oldest pending socket (of `*source`, or of any source) that has not sent a complete hello;
+// failing that the oldest one (a complete hello waiting for its extension bytes).
+Service::Incoming* Service::eviction_victim(const uint32_t* source) const {
+  Incoming* oldest = nullptr;
+  for (Incoming* in : pending_order_) {
+    if (source != nullptr && in->source != *source) continue;
+    if (!in->have_hello) return in;
+    if (oldest == nullptr) oldest = in;
+  }
+  return oldest;
+}
+
+void Service::evict(Incoming* victim, const sockaddr_in& newcomer, bool per_source) {
+  if (victim == nullptr) return;
+  uint8_t reply[kReplySize];
+  encode_reply(HelloReply::kBusy, reply);
+  (void)!send(victim->fd, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
+  const std::string who = format_endpoint(victim->peer);
+  const int64_t age_ms = monotonic_ms() - victim->since_ms;
+  const std::string detail = who + ": silent for " + std::to_string(age_ms) + " ms";
+  std::string full = "handshake port saturated: ";
+  if (per_source) {
+    full.append(std::to_string(pending_per_source_[victim->source]))
+        .append(" unauthenticated sockets pending from ")
+        .append(format_ipv4(victim->source))
+        .append(" (at most ")
+        .append(std::to_string(max_pending_per_source_))
+        .append(" per source address)");
+  } else {
+    full.append(std::to_string(incoming_.size()))
+        .append(" unauthenticated sockets pending (NCCL_MESH_MAX_PENDING_HANDSHAKES=")
+        .append(std::to_string(max_pending_))
+        .append(")");
+  }
+  full.append("; closed the oldest, from ")
+      .append(who)
+      .append(" after ")
+      .append(std::to_string(age_ms))
+      .append(" ms without a complete hello, to admit ")
+      .append(format_endpoint(newcomer))
+      .append(
+          ". Something is opening connections to this port without completing a handshake "
+          "(a port scan or a flood): find it; if this is a real large job raise "
+          "NCCL_MESH_MAX_PENDING_HANDSHAKES");
+  report(kWarnEvicted, victim->source, detail, full);
+  drop_incoming(victim);
+}
+
+void Service::report(size_t cause, uint32_t source, const std::string& detail,
+                     const std::string& full) {
+  std::string summary;
+  const bool warn = warns_.note(cause, monotonic_ms(), source, detail, &summary);
+  if (!summary.empty()) MESH_WARN("handshake service: %s", summary.c_str());
+  if (warn) {
+    MESH_WARN("%s (more of these within %lld s are summarised in one WARN)", full.c_str(),
+              static_cast<long long>(warns_.window_ms() / 1000));
+  } else {
+    MESH_INFO(NCCL_NET, "%s", full.c_str());
+  }
+}
+
+void Service::handle_incoming(Incoming* in) {
+  for (;;) {
+    ssize_t n;
+    if (!in->have_hello) {
+      n = recv(in->fd, in->buf + in->got, kHelloSize - in->got, 0);
+    } else {
+      n = recv(in->fd, in->ext.data() + in->ext_got, in->ext.size() - in->ext_got, 0);
+    }
+    if (n > 0) {
+      if (in->have_hello) {
+        in->ext_got += static_cast<size_t>(n);
+        if (in->ext_got < in->ext.size()) continue;
+        accept_hello(in, in->hello);
+        return;
+      }
+      in->got += static_cast<size_t>(n);
+      if (in->got < kHelloSize) continue;
+      std::string why;
+      if (!decode_hello(in->buf, &in->hello, &why)) {
+        refuse(in, HelloReply::kMalformed, why);
+        return;
+      }
+      if (in->hello.ext_len == 0) {
+        accept_hello(in, in->hello);
+        return;
+      }
+      // The length was validated (<= kMaxExtension) before anything is allocated from it.
+      in->have_hello = true;
+      in->ext.resize(in->hello.ext_len);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    // EOF or error before a whole hello: a port scan or a peer that gave up. Not worth a WARN.
+    MESH_INFO(NCCL_NET, "handshake from %s closed after %zu of %zu bytes",
+              format_endpoint(in->peer).c_str(), in->got, kHelloSize);
+    drop_incoming(in);
+    return;
+  }
+}
+
+void Service::refuse(Incoming* in, HelloReply reply, const std::string& why) {
+  uint8_t bytes[kReplySize];
+  encode_reply(reply, bytes);
+  (void)!send(in->fd, bytes, sizeof(bytes), MSG_NOSIGNAL | MSG_DONTWAIT);
+  const std::string who = format_endpoint(in->peer);
+  std::string full = "refused handshake from ";
+  full.append(who).append(": ").append(why);
+  if (reply == HelloReply::kSetupFailed) {
+    full.append(" (the connector reports it too; check the transport on both hosts)");
+  } else {
+    full.append(
+        " (a stale handle, a process from another job, or traffic that is not NCCL's; check "
+        "what else reaches this port)");
+  }
+  report(refusal_cause(reply), in->source, who + ": " + why, full);
+  drop_incoming(in);
+}
+
+void Service::drop_incoming(Incoming* in) {
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in->fd, nullptr);
+  auto it = incoming_.find(in->fd);
+  in->fd = -1;
+  if (it != incoming_.end()) {
+    pending_order_.erase(in->order);
+    auto count = pending_per_source_.find(in->source);
+    if (count != pending_per_source_.end() && --count->second == 0) {
+      pending_per_source_.erase(count);
+    }
+    dead_incoming_.push_back(std::move(it->second));  // freed after this event batch
+    incoming_.erase(it);
+  }
+}
+
+void Service::accept_hello(Incoming* in, const Hello& hello) {
+  std::shared_ptr<ListenEndpoint> ep;
+  for (const auto& l : listens_) {
+    if (nonce_equal(l->nonce, hello.nonce)) ep = l;  // no early exit: constant time over listens
+  }
+  if (!ep) {
+    refuse(in, HelloReply::kWrongNonce, "its nonce matches no open listen");
+    return;
+  }
+  auto key = std::make_pair(ep.get(), hello.conn_id);
+  auto& group = groups_[key];
+  if (!group) {
+    group = std::make_unique<Group>();
+    group->ep = ep;
+    group->data.resize(hello.ndata);
+    group->since_ms = monotonic_ms();
+    group->source = in->source;
+  }
+  Group& g = *group;
+  const bool clash =
+      hello.ndata != g.data.size() ||
+      (hello.role == Role::kControl ? g.control.valid() : g.data[hello.index].valid());
+  if (clash) {
+    refuse(in, HelloReply::kMalformed,
+           "stream " + std::to_string(hello.index) + " duplicated or inconsistent stream count");
+    return;
+  }
+  std::vector<uint8_t> reply(kReplySize);
+  if (hello.ext_len > 0) {
+    std::vector<uint8_t> ext_reply;
+    std::shared_ptr<void> state;
+    std::string why = "this process does not support transport extensions";
+    if (!extension_handler_ || !extension_handler_(in->ext, &ext_reply, &state, &why)) {
+      groups_.erase(key);  // a control hello is the first of its group (no data sockets)
+      refuse(in, HelloReply::kSetupFailed, why);
+      return;
+    }
+    g.transport_state = std::move(state);
+    reply.resize(kReplySize + 2);
+    put_u16(reply.data() + kReplySize, static_cast<uint16_t>(ext_reply.size()));
+    reply.insert(reply.end(), ext_reply.begin(), ext_reply.end());
+  }
+  encode_reply(HelloReply::kAccepted, reply.data());
+  if (send(in->fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(reply.size())) {
+    // A fresh socket always has room for a reply (at most ~1 KiB): the peer is gone.
+    groups_.erase(key);
+    drop_incoming(in);
+    return;
+  }
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in->fd, nullptr);
+  UniqueFd sock = std::move(in->sock);
+  if (hello.role == Role::kControl) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    getsockname(sock.get(), reinterpret_cast<sockaddr*>(&local), &len);
+    g.peer = format_endpoint(in->peer);
+    g.local = format_endpoint(local);
+    g.control = std::move(sock);
+  } else {
+    g.data[hello.index] = std::move(sock);
+  }
+  drop_incoming(in);
+  if (++g.arrived == g.data.size() + 1) {
+    ConnectedSockets c;
+    c.control = std::move(g.control);
+    c.data = std::move(g.data);
+    c.peer = g.peer;
+    c.local = g.local;
+    c.transport_state = std::move(g.transport_state);
+    MESH_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s with %zu data streams",
+              c.peer.c_str(), c.local.c_str(), c.data.size());
+    ep->ready.push_back(std::move(c));
+    groups_.erase(key);
+  }
+}
+
+}  // namespace mesh::handshake
