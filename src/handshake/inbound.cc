@@ -57,17 +57,17 @@ void Service::handle_listener(int fd) {
     } else if (incoming_.size() >= max_pending_) {
       evict(eviction_victim(nullptr), peer, false);
     }
-    auto in = std::make_unique<Incoming>();
+    auto in = std::make_unique<IncomingSocket>();
     in->fd = s;
     in->peer = peer;
     in->source = source;
     in->since_ms = monotonic_ms();
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.ptr = static_cast<Watch*>(in.get());
+    ev.data.ptr = static_cast<EpollTarget*>(in.get());
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s, &ev) != 0) continue;
     in->sock = std::move(sock);
-    Incoming* raw = in.get();
+    IncomingSocket* raw = in.get();
     raw->order = pending_order_.insert(pending_order_.end(), raw);
     ++pending_per_source_[source];
     incoming_[s] = std::move(in);
@@ -79,9 +79,9 @@ void Service::handle_listener(int fd) {
 
 // The oldest pending socket (of `*source`, or of any source) that has not sent a complete hello;
 // failing that the oldest one (a complete hello waiting for its extension bytes).
-Service::Incoming* Service::eviction_victim(const uint32_t* source) const {
-  Incoming* oldest = nullptr;
-  for (Incoming* in : pending_order_) {
+Service::IncomingSocket* Service::eviction_victim(const uint32_t* source) const {
+  IncomingSocket* oldest = nullptr;
+  for (IncomingSocket* in : pending_order_) {
     if (source != nullptr && in->source != *source) continue;
     if (!in->have_hello) return in;
     if (oldest == nullptr) oldest = in;
@@ -89,7 +89,7 @@ Service::Incoming* Service::eviction_victim(const uint32_t* source) const {
   return oldest;
 }
 
-void Service::evict(Incoming* victim, const sockaddr_in& newcomer, bool per_source) {
+void Service::evict(IncomingSocket* victim, const sockaddr_in& newcomer, bool per_source) {
   if (victim == nullptr) return;
   uint8_t reply[kReplySize];
   encode_reply(HelloReply::kBusy, reply);
@@ -138,7 +138,7 @@ void Service::report(size_t cause, uint32_t source, const std::string& detail,
   }
 }
 
-void Service::handle_incoming(Incoming* in) {
+void Service::handle_incoming(IncomingSocket* in) {
   for (;;) {
     ssize_t n;
     if (!in->have_hello) {
@@ -178,7 +178,7 @@ void Service::handle_incoming(Incoming* in) {
   }
 }
 
-void Service::refuse(Incoming* in, HelloReply reply, const std::string& why) {
+void Service::refuse(IncomingSocket* in, HelloReply reply, const std::string& why) {
   uint8_t bytes[kReplySize];
   encode_reply(reply, bytes);
   (void)!send(in->fd, bytes, sizeof(bytes), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -196,7 +196,7 @@ void Service::refuse(Incoming* in, HelloReply reply, const std::string& why) {
   drop_incoming(in);
 }
 
-void Service::drop_incoming(Incoming* in) {
+void Service::drop_incoming(IncomingSocket* in) {
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, in->fd, nullptr);
   auto it = incoming_.find(in->fd);
   in->fd = -1;
@@ -211,7 +211,7 @@ void Service::drop_incoming(Incoming* in) {
   }
 }
 
-void Service::accept_hello(Incoming* in, const Hello& hello) {
+void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
   std::shared_ptr<ListenEndpoint> ep;
   for (const auto& l : listens_) {
     if (nonce_equal(l->nonce, hello.nonce)) ep = l;  // no early exit: constant time over listens
@@ -221,15 +221,15 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
     return;
   }
   auto key = std::make_pair(ep.get(), hello.conn_id);
-  auto& group = groups_[key];
-  if (!group) {
-    group = std::make_unique<Group>();
-    group->ep = ep;
-    group->data.resize(hello.ndata);
-    group->since_ms = monotonic_ms();
-    group->source = in->source;
+  auto& slot = partial_[key];
+  if (!slot) {
+    slot = std::make_unique<PartialConnection>();
+    slot->ep = ep;
+    slot->data.resize(hello.ndata);
+    slot->since_ms = monotonic_ms();
+    slot->source = in->source;
   }
-  Group& g = *group;
+  PartialConnection& g = *slot;
   const bool clash =
       hello.ndata != g.data.size() ||
       (hello.role == Role::kControl ? g.control.valid() : g.data[hello.index].valid());
@@ -244,7 +244,7 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
     std::shared_ptr<void> state;
     std::string why = "this process does not support transport extensions";
     if (!extension_handler_ || !extension_handler_(in->ext, &ext_reply, &state, &why)) {
-      groups_.erase(key);  // a control hello is the first of its group (no data sockets)
+      partial_.erase(key);  // a control hello is the first of its connection (no data yet)
       refuse(in, HelloReply::kSetupFailed, why);
       return;
     }
@@ -257,7 +257,7 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
   if (send(in->fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
       static_cast<ssize_t>(reply.size())) {
     // A fresh socket always has room for a reply (at most ~1 KiB): the peer is gone.
-    groups_.erase(key);
+    partial_.erase(key);
     drop_incoming(in);
     return;
   }
@@ -284,7 +284,7 @@ void Service::accept_hello(Incoming* in, const Hello& hello) {
     MESH_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s with %zu data streams",
               c.peer.c_str(), c.local.c_str(), c.data.size());
     ep->ready.push_back(std::move(c));
-    groups_.erase(key);
+    partial_.erase(key);
   }
 }
 

@@ -13,22 +13,22 @@
 
 namespace mesh::handshake {
 
-void Service::open_outgoing(Attempt* a, Outgoing* out) {
-  const topology::Rail& rail = a->req.rails[out->rail];
+void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
+  const topology::Rail& rail = outgoing->req.rails[out->rail];
   out->sock.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   out->fd = out->sock.get();
   out->sent = 0;
   out->got = 0;
   out->reply.assign(kReplySize, 0);
   sockaddr_in local = make_sockaddr(rail.local.addr, 0);
-  sockaddr_in peer = make_sockaddr(rail.peer_addr, a->req.port);
+  sockaddr_in peer = make_sockaddr(rail.peer_addr, outgoing->req.port);
   // Binding the source address puts the socket on the cable of that subnet.
   if (!out->sock.valid() ||
       bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     out->last_error = "bind to " + format_ipv4(rail.local.addr) + ": " + errno_text(errno);
     out->sock.reset();
     out->fd = -1;
-    out->phase = Outgoing::Phase::kBackoff;
+    out->phase = OutgoingSocket::Phase::kBackoff;
     out->retry_at_ms = monotonic_ms() + out->backoff_ms;
     return;
   }
@@ -37,36 +37,36 @@ void Service::open_outgoing(Attempt* a, Outgoing* out) {
     out->last_error = "connect: " + errno_text(errno);
     out->sock.reset();
     out->fd = -1;
-    out->phase = Outgoing::Phase::kBackoff;
+    out->phase = OutgoingSocket::Phase::kBackoff;
     out->retry_at_ms = monotonic_ms() + out->backoff_ms;
     out->backoff_ms = std::min(out->backoff_ms * 2, kRetryMaxMs);
     return;
   }
-  out->phase = Outgoing::Phase::kConnecting;
+  out->phase = OutgoingSocket::Phase::kConnecting;
   epoll_event ev{};
   ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-  ev.data.ptr = static_cast<Watch*>(out);
+  ev.data.ptr = static_cast<EpollTarget*>(out);
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, out->fd, &ev);
 }
 
-void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
-  if (a->finished) return;
+void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint32_t events) {
+  if (outgoing->finished) return;
   auto retry = [&](const std::string& why) {
     out->last_error = why;
     out->last_busy = false;
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
     out->sock.reset();
     out->fd = -1;
-    out->phase = Outgoing::Phase::kBackoff;
+    out->phase = OutgoingSocket::Phase::kBackoff;
     out->retry_at_ms = monotonic_ms() + out->backoff_ms;
     out->backoff_ms = std::min(out->backoff_ms * 2, kRetryMaxMs);
   };
   // "Busy": the listener closed this socket to make room for newer ones (its pending cap is
   // full, most likely of someone else's half-open sockets). The peer is alive and the handle
   // valid, so try again with a fresh socket until the connect deadline (expire() then fails
-  // the attempt naming the saturation).
+  // the connect naming the saturation).
   auto retry_busy = [&] {
-    ++a->busy_replies;
+    ++outgoing->busy_replies;
     const int64_t base = std::clamp(out->backoff_ms, kBusyRetryMinMs, kBusyRetryMaxMs);
     uint32_t r = 0;
     fill_random(&r, sizeof(r));
@@ -75,7 +75,7 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
     out->retry_at_ms = monotonic_ms() + base + static_cast<int64_t>(r % (base / 2 + 1));
     out->backoff_ms = std::min(base * 2, kBusyRetryMaxMs);
   };
-  if (out->phase == Outgoing::Phase::kConnecting) {
+  if (out->phase == OutgoingSocket::Phase::kConnecting) {
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(out->fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -86,9 +86,9 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
       return;
     }
     if (!(events & EPOLLOUT)) return;
-    out->phase = Outgoing::Phase::kSending;
+    out->phase = OutgoingSocket::Phase::kSending;
   }
-  if (out->phase == Outgoing::Phase::kSending) {
+  if (out->phase == OutgoingSocket::Phase::kSending) {
     const ssize_t n = send(out->fd, out->hello.data() + out->sent, out->hello.size() - out->sent,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -97,21 +97,22 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
     }
     if (n > 0) out->sent += static_cast<size_t>(n);
     if (out->sent < out->hello.size()) return;
-    out->phase = Outgoing::Phase::kAwaitingReply;
+    out->phase = OutgoingSocket::Phase::kAwaitingReply;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.ptr = static_cast<Watch*>(out);
+    ev.data.ptr = static_cast<EpollTarget*>(out);
     epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, out->fd, &ev);
   }
-  if (out->phase == Outgoing::Phase::kAwaitingReply) {
+  if (out->phase == OutgoingSocket::Phase::kAwaitingReply) {
     for (;;) {
       const ssize_t n =
           recv(out->fd, out->reply.data() + out->got, out->reply.size() - out->got, 0);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
       if (n <= 0) {
-        fail_attempt(a, "the peer closed the handshake socket without answering (" +
-                            (n == 0 ? std::string("EOF") : errno_text(errno)) +
-                            "); is the peer process still alive and running the same plugin?");
+        fail_outgoing(outgoing,
+                      "the peer closed the handshake socket without answering (" +
+                          (n == 0 ? std::string("EOF") : errno_text(errno)) +
+                          "); is the peer process still alive and running the same plugin?");
         return;
       }
       out->got += static_cast<size_t>(n);
@@ -119,7 +120,7 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
       if (out->got == kReplySize) {
         HelloReply reply;
         if (!decode_reply(out->reply.data(), &reply)) {
-          fail_attempt(a, "the peer answered with bytes that are not an nccl-mesh reply");
+          fail_outgoing(outgoing, "the peer answered with bytes that are not an nccl-mesh reply");
           return;
         }
         if (reply == HelloReply::kBusy) {
@@ -127,7 +128,7 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
           return;
         }
         if (reply != HelloReply::kAccepted) {
-          fail_attempt(a, std::string("the peer ") + reply_text(reply));
+          fail_outgoing(outgoing, std::string("the peer ") + reply_text(reply));
           return;
         }
         if (!out->expect_ext) break;
@@ -137,28 +138,29 @@ void Service::handle_outgoing(Attempt* a, Outgoing* out, uint32_t events) {
       if (out->got == kReplySize + 2) {
         const size_t len = get_u16(out->reply.data() + kReplySize);
         if (len == 0 || len > kMaxExtension) {
-          fail_attempt(a, "the peer answered with an extension of " + std::to_string(len) +
-                              " bytes (1.." + std::to_string(kMaxExtension) + " allowed)");
+          fail_outgoing(outgoing, "the peer answered with an extension of " + std::to_string(len) +
+                                      " bytes (1.." + std::to_string(kMaxExtension) + " allowed)");
           return;
         }
         out->reply.resize(kReplySize + 2 + len);
         continue;
       }
-      a->pub->result.peer_extension.assign(out->reply.begin() + kReplySize + 2, out->reply.end());
+      outgoing->shared->result.peer_extension.assign(out->reply.begin() + kReplySize + 2,
+                                                     out->reply.end());
       break;
     }
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
-    out->phase = Outgoing::Phase::kDone;
-    finish_attempt_if_ready(a);
+    out->phase = OutgoingSocket::Phase::kDone;
+    finish_outgoing_if_ready(outgoing);
   }
 }
 
-void Service::finish_attempt_if_ready(Attempt* a) {
-  for (const auto& s : a->socks) {
-    if (s->phase != Outgoing::Phase::kDone) return;
+void Service::finish_outgoing_if_ready(OutgoingState* outgoing) {
+  for (const auto& s : outgoing->sockets) {
+    if (s->phase != OutgoingSocket::Phase::kDone) return;
   }
-  ConnectedSockets& c = a->pub->result;
-  for (auto& s : a->socks) {
+  ConnectedSockets& c = outgoing->shared->result;
+  for (auto& s : outgoing->sockets) {
     s->fd = -1;
     if (s->role == Role::kControl) {
       sockaddr_in local{}, peer{};
@@ -173,19 +175,19 @@ void Service::finish_attempt_if_ready(Attempt* a) {
       c.data.push_back(std::move(s->sock));  // created in index order
     }
   }
-  a->finished = true;
-  a->pub->status.store(ConnectStatus::kDone, std::memory_order_release);
+  outgoing->finished = true;
+  outgoing->shared->status.store(ConnectStatus::kDone, std::memory_order_release);
 }
 
-void Service::fail_attempt(Attempt* a, const std::string& why) {
-  close_attempt_sockets(a);
-  a->finished = true;
-  a->pub->error = why;
-  a->pub->status.store(ConnectStatus::kFailed, std::memory_order_release);
+void Service::fail_outgoing(OutgoingState* outgoing, const std::string& why) {
+  close_outgoing_sockets(outgoing);
+  outgoing->finished = true;
+  outgoing->shared->error = why;
+  outgoing->shared->status.store(ConnectStatus::kFailed, std::memory_order_release);
 }
 
-void Service::close_attempt_sockets(Attempt* a) {
-  for (auto& s : a->socks) {
+void Service::close_outgoing_sockets(OutgoingState* outgoing) {
+  for (auto& s : outgoing->sockets) {
     if (s->fd >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->fd, nullptr);
     s->fd = -1;
     s->sock.reset();

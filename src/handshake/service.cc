@@ -96,20 +96,20 @@ bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t
            "); check NCCL_MESH_HANDSHAKE_PORT and that the interface addresses are up";
     return false;
   }
-  auto add = [&](int fd, Watch* w) {
+  auto add = [&](int fd, EpollTarget* w) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = w;
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
   };
-  wake_watch_ = std::make_unique<Watch>(Watch::Type::kWake);
-  wake_watch_->fd = wake_fd_.get();
-  add(wake_fd_.get(), wake_watch_.get());
+  wake_target_ = std::make_unique<EpollTarget>(EpollTarget::Type::kWake);
+  wake_target_->fd = wake_fd_.get();
+  add(wake_fd_.get(), wake_target_.get());
   for (UniqueFd& l : listeners_) {
-    auto w = std::make_unique<Watch>(Watch::Type::kListener);
+    auto w = std::make_unique<EpollTarget>(EpollTarget::Type::kListener);
     w->fd = l.get();
     add(l.get(), w.get());
-    listener_watches_.push_back(std::move(w));
+    listener_targets_.push_back(std::move(w));
   }
   thread_ = std::thread([this] { loop(); });
   return true;
@@ -121,20 +121,20 @@ void Service::stop() {
   wake();
   thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
-  listener_watches_.clear();
+  listener_targets_.clear();
   listeners_.clear();
   dead_incoming_.clear();
   incoming_.clear();
   pending_order_.clear();
   pending_per_source_.clear();
-  groups_.clear();
-  for (auto& a : attempts_) {
-    if (!a->finished) {
-      a->pub->error = "plugin shut down during the handshake";
-      a->pub->status.store(ConnectStatus::kFailed);
+  partial_.clear();
+  for (auto& outgoing : outgoing_) {
+    if (!outgoing->finished) {
+      outgoing->shared->error = "plugin shut down during the handshake";
+      outgoing->shared->status.store(ConnectStatus::kFailed);
     }
   }
-  attempts_.clear();
+  outgoing_.clear();
   for (auto& ep : listens_) {
     ep->ready.clear();
     ep->closed = true;
@@ -163,8 +163,8 @@ void Service::close_listen(const std::shared_ptr<ListenEndpoint>& ep) {
   ep->closed = true;
   ep->ready.clear();  // connections never accepted: their sockets close, the peer sees EOF
   std::erase(listens_, ep);
-  for (auto it = groups_.begin(); it != groups_.end();) {
-    it = it->first.first == ep.get() ? groups_.erase(it) : std::next(it);
+  for (auto it = partial_.begin(); it != partial_.end();) {
+    it = it->first.first == ep.get() ? partial_.erase(it) : std::next(it);
   }
 }
 
@@ -177,52 +177,55 @@ bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSoc
 }
 
 std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& req) {
-  auto a = std::make_unique<Attempt>();
-  a->pub = std::make_shared<OutgoingConnect>();
-  a->req = req;
-  fill_random(&a->conn_id, sizeof(a->conn_id));
-  a->deadline_ms = monotonic_ms() + req.timeout_ms;
+  auto outgoing = std::make_unique<OutgoingState>();
+  outgoing->shared = std::make_shared<OutgoingConnect>();
+  outgoing->req = req;
+  fill_random(&outgoing->conn_id, sizeof(outgoing->conn_id));
+  outgoing->deadline_ms = monotonic_ms() + req.timeout_ms;
   const size_t nrails = req.rails.size();
-  a->pub->description = "peer " + format_ipv4(req.rails[0].peer_addr) + ":" +
-                        std::to_string(req.port) + " from " + format_ipv4(req.rails[0].local.addr) +
-                        (nrails > 1 ? " (+" + std::to_string(nrails - 1) + " rails)" : "");
+  outgoing->shared->description =
+      "peer " + format_ipv4(req.rails[0].peer_addr) + ":" + std::to_string(req.port) + " from " +
+      format_ipv4(req.rails[0].local.addr) +
+      (nrails > 1 ? " (+" + std::to_string(nrails - 1) + " rails)" : "");
   for (uint16_t i = 0; i <= req.ndata; ++i) {
-    auto out = std::make_unique<Outgoing>();
+    auto out = std::make_unique<OutgoingSocket>();
     out->role = i == 0 ? Role::kControl : Role::kData;
     out->index = static_cast<uint16_t>(i == 0 ? 0 : i - 1);
     out->rail = i == 0 ? 0 : out->index % nrails;
-    out->owner = a.get();
+    out->owner = outgoing.get();
     const bool ext = i == 0 && !req.extension.empty();
-    Hello hello{out->role, out->index, req.ndata,
-                req.nonce, a->conn_id, static_cast<uint16_t>(ext ? req.extension.size() : 0)};
+    Hello hello{out->role,         out->index,
+                req.ndata,         req.nonce,
+                outgoing->conn_id, static_cast<uint16_t>(ext ? req.extension.size() : 0)};
     out->hello.resize(kHelloSize);
     encode_hello(hello, out->hello.data());
     if (ext) {
       out->hello.insert(out->hello.end(), req.extension.begin(), req.extension.end());
       out->expect_ext = true;
     }
-    a->socks.push_back(std::move(out));
+    outgoing->sockets.push_back(std::move(out));
   }
-  std::shared_ptr<OutgoingConnect> pub = a->pub;
+  std::shared_ptr<OutgoingConnect> shared = outgoing->shared;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!running()) {
-      pub->error = "handshake service is not running";
-      pub->status.store(ConnectStatus::kFailed);
-      return pub;
+      shared->error = "handshake service is not running";
+      shared->status.store(ConnectStatus::kFailed);
+      return shared;
     }
-    attempts_.push_back(std::move(a));  // sockets open on the service thread (kBackoff, due now)
+    outgoing_.push_back(
+        std::move(outgoing));  // sockets open on the service thread (kBackoff, due now)
   }
   wake();
-  return pub;
+  return shared;
 }
 
-void Service::cancel_connect(const std::shared_ptr<OutgoingConnect>& attempt) {
+void Service::cancel_connect(const std::shared_ptr<OutgoingConnect>& which) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& a : attempts_) {
-    if (a->pub == attempt && !a->finished) {
-      close_attempt_sockets(a.get());
-      a->finished = true;
+  for (auto& outgoing : outgoing_) {
+    if (outgoing->shared == which && !outgoing->finished) {
+      close_outgoing_sockets(outgoing.get());
+      outgoing->finished = true;
     }
   }
 }
@@ -233,72 +236,75 @@ void Service::loop() {
     const int n = epoll_wait(epoll_.get(), events, 64, 10);
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < n; ++i) {
-      auto* w = static_cast<Watch*>(events[i].data.ptr);
+      auto* w = static_cast<EpollTarget*>(events[i].data.ptr);
       switch (w->type) {
-        case Watch::Type::kWake: {
+        case EpollTarget::Type::kWake: {
           uint64_t v;
           while (read(wake_fd_.get(), &v, sizeof(v)) > 0) {
           }
           break;
         }
-        case Watch::Type::kListener:
+        case EpollTarget::Type::kListener:
           handle_listener(w->fd);
           break;
-        case Watch::Type::kIncoming:
-          if (w->fd >= 0) handle_incoming(static_cast<Incoming*>(w));
+        case EpollTarget::Type::kIncoming:
+          if (w->fd >= 0) handle_incoming(static_cast<IncomingSocket*>(w));
           break;
-        case Watch::Type::kOutgoing: {
-          auto* out = static_cast<Outgoing*>(w);
+        case EpollTarget::Type::kOutgoing: {
+          auto* out = static_cast<OutgoingSocket*>(w);
           if (out->fd >= 0) handle_outgoing(out->owner, out, events[i].events);
           break;
         }
       }
     }
     expire(monotonic_ms());
-    std::erase_if(attempts_, [](const std::unique_ptr<Attempt>& a) { return a->finished; });
+    std::erase_if(outgoing_, [](const std::unique_ptr<OutgoingState>& outgoing) {
+      return outgoing->finished;
+    });
     dead_incoming_.clear();
   }
 }
 
 void Service::expire(int64_t now) {
-  for (auto& a : attempts_) {
-    if (a->finished) continue;
-    if (now >= a->deadline_ms) {
+  for (auto& outgoing : outgoing_) {
+    if (outgoing->finished) continue;
+    if (now >= outgoing->deadline_ms) {
       std::string last;
       bool busy = false;
-      for (const auto& s : a->socks) {
-        if (s->phase != Outgoing::Phase::kDone && !s->last_error.empty()) last = s->last_error;
-        if (s->phase != Outgoing::Phase::kDone && s->last_busy) busy = true;
+      for (const auto& s : outgoing->sockets) {
+        if (s->phase != OutgoingSocket::Phase::kDone && !s->last_error.empty())
+          last = s->last_error;
+        if (s->phase != OutgoingSocket::Phase::kDone && s->last_busy) busy = true;
       }
       if (busy) {
         std::string why = "the peer's handshake port was saturated by unauthenticated connections";
         why.append(" for the whole NCCL_MESH_CONNECT_TIMEOUT_MS=")
-            .append(std::to_string(a->req.timeout_ms))
+            .append(std::to_string(outgoing->req.timeout_ms))
             .append(" ms (")
-            .append(std::to_string(a->busy_replies))
+            .append(std::to_string(outgoing->busy_replies))
             .append(
                 " busy replies); something on the network is opening connections to it "
                 "without completing a handshake (see the peer's log for the source), or "
                 "raise NCCL_MESH_MAX_PENDING_HANDSHAKES on the peer for a very large job");
-        fail_attempt(a.get(), why);
+        fail_outgoing(outgoing.get(), why);
         continue;
       }
-      fail_attempt(a.get(), "no answer within NCCL_MESH_CONNECT_TIMEOUT_MS=" +
-                                std::to_string(a->req.timeout_ms) + " ms" +
-                                (last.empty() ? "" : " (last error: " + last + ")") +
-                                "; check the cable, the peer process and firewalls");
+      fail_outgoing(outgoing.get(), "no answer within NCCL_MESH_CONNECT_TIMEOUT_MS=" +
+                                        std::to_string(outgoing->req.timeout_ms) + " ms" +
+                                        (last.empty() ? "" : " (last error: " + last + ")") +
+                                        "; check the cable, the peer process and firewalls");
       continue;
     }
-    for (auto& s : a->socks) {
-      if (s->phase == Outgoing::Phase::kBackoff && now >= s->retry_at_ms) {
-        open_outgoing(a.get(), s.get());
+    for (auto& s : outgoing->sockets) {
+      if (s->phase == OutgoingSocket::Phase::kBackoff && now >= s->retry_at_ms) {
+        open_outgoing(outgoing.get(), s.get());
       }
     }
   }
   // Unauthenticated sockets and half-assembled connections live at most one connect timeout.
   // pending_order_ is in arrival order, so the stale ones are at its front.
   while (!pending_order_.empty() && now - pending_order_.front()->since_ms > timeout_ms_) {
-    Incoming* in = pending_order_.front();
+    IncomingSocket* in = pending_order_.front();
     const std::string who = format_endpoint(in->peer);
     std::string full = "closing handshake socket from ";
     full.append(who)
@@ -312,8 +318,8 @@ void Service::expire(int64_t now) {
     report(kWarnNoHello, in->source, who + ": " + std::to_string(in->got) + " bytes", full);
     drop_incoming(in);
   }
-  for (auto it = groups_.begin(); it != groups_.end();) {
-    const Group& g = *it->second;
+  for (auto it = partial_.begin(); it != partial_.end();) {
+    const PartialConnection& g = *it->second;
     if (now - g.since_ms > timeout_ms_) {
       const std::string who = g.peer.empty() ? format_ipv4(g.source) : g.peer;
       std::string full = "dropping half-established connection from ";
@@ -329,7 +335,7 @@ void Service::expire(int64_t now) {
              who + ": " + std::to_string(g.arrived) + " of " + std::to_string(g.data.size() + 1) +
                  " sockets",
              full);
-      it = groups_.erase(it);
+      it = partial_.erase(it);
     } else {
       ++it;
     }

@@ -91,31 +91,31 @@ class Service {
   bool take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out);
 
   std::shared_ptr<OutgoingConnect> start_connect(const ConnectRequest& req);
-  // Abandons an attempt (its sockets are closed by the service thread).
-  void cancel_connect(const std::shared_ptr<OutgoingConnect>& attempt);
+  // Abandons a connect that start_connect returned (its sockets are closed by the service thread).
+  void cancel_connect(const std::shared_ptr<OutgoingConnect>& which);
 
  private:
-  struct Watch;
-  struct Incoming;
-  struct Outgoing;
-  struct Attempt;
-  struct Group;
+  struct EpollTarget;
+  struct IncomingSocket;
+  struct OutgoingSocket;
+  struct OutgoingState;
+  struct PartialConnection;
 
   void loop();
   void handle_listener(int fd);
-  Incoming* eviction_victim(const uint32_t* source) const;
-  void evict(Incoming* victim, const sockaddr_in& newcomer, bool per_source);
+  IncomingSocket* eviction_victim(const uint32_t* source) const;
+  void evict(IncomingSocket* victim, const sockaddr_in& newcomer, bool per_source);
   // A WARN about another host's socket, through warns_ (rate-limited per cause).
   void report(size_t cause, uint32_t source, const std::string& detail, const std::string& full);
-  void handle_incoming(Incoming* in);
-  void handle_outgoing(Attempt* a, Outgoing* out, uint32_t events);
-  void accept_hello(Incoming* in, const Hello& hello);
-  void refuse(Incoming* in, HelloReply reply, const std::string& why);
-  void drop_incoming(Incoming* in);
-  void open_outgoing(Attempt* a, Outgoing* out);
-  void fail_attempt(Attempt* a, const std::string& why);
-  void finish_attempt_if_ready(Attempt* a);
-  void close_attempt_sockets(Attempt* a);
+  void handle_incoming(IncomingSocket* in);
+  void handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint32_t events);
+  void accept_hello(IncomingSocket* in, const Hello& hello);
+  void refuse(IncomingSocket* in, HelloReply reply, const std::string& why);
+  void drop_incoming(IncomingSocket* in);
+  void open_outgoing(OutgoingState* outgoing, OutgoingSocket* out);
+  void fail_outgoing(OutgoingState* outgoing, const std::string& why);
+  void finish_outgoing_if_ready(OutgoingState* outgoing);
+  void close_outgoing_sockets(OutgoingState* outgoing);
   void expire(int64_t now_ms);
   void wake();
 
@@ -125,9 +125,9 @@ class Service {
   UniqueFd epoll_;
   UniqueFd wake_fd_;
   std::vector<UniqueFd> listeners_;
-  std::vector<std::unique_ptr<Watch>> listener_watches_;
-  std::unique_ptr<Watch> wake_watch_;
-  std::vector<std::unique_ptr<Incoming>> dead_incoming_;  // freed after each event batch
+  std::vector<std::unique_ptr<EpollTarget>> listener_targets_;
+  std::unique_ptr<EpollTarget> wake_target_;
+  std::vector<std::unique_ptr<IncomingSocket>> dead_incoming_;  // freed after each event batch
   uint16_t port_ = 0;
   ExtensionHandler extension_handler_;
   int64_t timeout_ms_ = 30000;
@@ -137,13 +137,13 @@ class Service {
 
   // Unauthenticated sockets (those in incoming_) oldest first, and their count per source
   // address: the listener's eviction order and the per-source cap (handle_listener).
-  std::list<Incoming*> pending_order_;
+  std::list<IncomingSocket*> pending_order_;
   std::unordered_map<uint32_t, size_t> pending_per_source_;
 
   std::vector<std::shared_ptr<ListenEndpoint>> listens_;
-  std::unordered_map<int, std::unique_ptr<Incoming>> incoming_;
-  std::map<std::pair<ListenEndpoint*, uint64_t>, std::unique_ptr<Group>> groups_;
-  std::vector<std::unique_ptr<Attempt>> attempts_;
+  std::unordered_map<int, std::unique_ptr<IncomingSocket>> incoming_;
+  std::map<std::pair<ListenEndpoint*, uint64_t>, std::unique_ptr<PartialConnection>> partial_;
+  std::vector<std::unique_ptr<OutgoingState>> outgoing_;
 };
 
 }  // namespace mesh::handshake

@@ -1,3 +1,6 @@
+// The handshake service's private types (service.h declares them, service.cc, inbound.cc and
+// outbound.cc use them), and the constants those files share. Only the service thread touches
+// these objects, always under the service mutex (service.h).
 #pragma once
 
 #include <netinet/in.h>
@@ -35,14 +38,20 @@ enum WarnCause : size_t {
 };
 constexpr int64_t kWarnWindowMs = 10000;
 
-struct Service::Watch {
+// What an epoll event's data.ptr points at: the wake eventfd, a listening socket, or one of the
+// sockets below (which derive from it). fd is -1 once the socket is closed, so an event that
+// arrives for it later in the same batch is ignored.
+struct Service::EpollTarget {
   enum class Type { kWake, kListener, kIncoming, kOutgoing };
   Type type;
   int fd = -1;
-  explicit Watch(Type t) : type(t) {}
+  explicit EpollTarget(Type t) : type(t) {}
 };
 
-struct Service::Incoming : Watch {
+// An accepted socket that has not yet sent a whole hello (and extension): unauthenticated, so
+// it counts against the pending caps until accept_hello() moves it into a PartialConnection or
+// it is refused, evicted or expires.
+struct Service::IncomingSocket : EpollTarget {
   UniqueFd sock;
   sockaddr_in peer{};
   uint8_t buf[kHelloSize] = {};
@@ -52,12 +61,14 @@ struct Service::Incoming : Watch {
   std::vector<uint8_t> ext;  // extension bytes (hello.ext_len, bounded by kMaxExtension)
   size_t ext_got = 0;
   int64_t since_ms = 0;
-  uint32_t source = 0;                   // the peer's address, host order
-  std::list<Incoming*>::iterator order;  // its place in pending_order_
-  Incoming() : Watch(Type::kIncoming) {}
+  uint32_t source = 0;                         // the peer's address, host order
+  std::list<IncomingSocket*>::iterator order;  // its place in pending_order_
+  IncomingSocket() : EpollTarget(Type::kIncoming) {}
 };
 
-struct Service::Outgoing : Watch {
+// One socket of a connect(): the control stream (index 0) or data stream `index`, with its own
+// phase, retry backoff and last error.
+struct Service::OutgoingSocket : EpollTarget {
   enum class Phase { kBackoff, kConnecting, kSending, kAwaitingReply, kDone };
   UniqueFd sock;
   Role role = Role::kControl;
@@ -73,21 +84,26 @@ struct Service::Outgoing : Watch {
   int64_t backoff_ms = kRetryMinMs;
   std::string last_error;
   bool last_busy = false;  // the last try got a "busy" reply (last_error says so)
-  Attempt* owner = nullptr;
-  Outgoing() : Watch(Type::kOutgoing) {}
+  OutgoingState* owner = nullptr;
+  OutgoingSocket() : EpollTarget(Type::kOutgoing) {}
 };
 
-struct Service::Attempt {
-  std::shared_ptr<OutgoingConnect> pub;
+// The service thread's state of one connect(): the request, its sockets and deadline. `shared`
+// is what start_connect() returned to NCCL's thread, which polls its status.
+struct Service::OutgoingState {
+  std::shared_ptr<OutgoingConnect> shared;
   ConnectRequest req;
   uint64_t conn_id = 0;
   int64_t deadline_ms = 0;
   uint32_t busy_replies = 0;
-  std::vector<std::unique_ptr<Outgoing>> socks;
+  std::vector<std::unique_ptr<OutgoingSocket>> sockets;
   bool finished = false;  // failed, done or cancelled: removed after the current event batch
 };
 
-struct Service::Group {
+// The authenticated sockets of one incoming connection (same listen, same conn_id) collected
+// so far; once the control socket and every data socket have arrived they become a
+// ConnectedSockets on the listen's ready queue.
+struct Service::PartialConnection {
   std::shared_ptr<ListenEndpoint> ep;
   UniqueFd control;
   std::vector<UniqueFd> data;
