@@ -51,25 +51,19 @@ void Service::handle_listener(int fd) {
     // every real connect out for as long as it likes. The per-source cap makes a single flooding
     // host evict only its own sockets; a connector that still gets "busy" retries until its
     // connect timeout (handle_outgoing).
-    const auto per_source = pending_per_source_.find(source);
-    if (per_source != pending_per_source_.end() && per_source->second >= max_pending_per_source_) {
-      evict(eviction_victim(&source), peer, true);
-    } else if (incoming_.size() >= max_pending_) {
-      evict(eviction_victim(nullptr), peer, false);
-    }
+    // admission_ (admission_queue.h) makes these decisions; this carries them out.
+    if (const auto eviction = admission_.make_room(source)) evict(*eviction, peer);
     auto in = std::make_unique<IncomingSocket>();
     in->fd = s;
     in->peer = peer;
     in->source = source;
-    in->since_ms = monotonic_ms();
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = static_cast<EpollTarget*>(in.get());
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s, &ev) != 0) continue;
     in->sock = std::move(sock);
     IncomingSocket* raw = in.get();
-    raw->order = pending_order_.insert(pending_order_.end(), raw);
-    ++pending_per_source_[source];
+    admission_.add(s, source, monotonic_ms());
     incoming_[s] = std::move(in);
     // A hello that is already queued is taken now, before later accepts of this batch could
     // count this socket as pending (and evict it).
@@ -77,38 +71,28 @@ void Service::handle_listener(int fd) {
   }
 }
 
-// The oldest pending socket (of `*source`, or of any source) that has not sent a complete hello;
-// failing that the oldest one (a complete hello waiting for its extension bytes).
-Service::IncomingSocket* Service::eviction_victim(const uint32_t* source) const {
-  IncomingSocket* oldest = nullptr;
-  for (IncomingSocket* in : pending_order_) {
-    if (source != nullptr && in->source != *source) continue;
-    if (!in->have_hello) return in;
-    if (oldest == nullptr) oldest = in;
-  }
-  return oldest;
-}
-
-void Service::evict(IncomingSocket* victim, const sockaddr_in& newcomer, bool per_source) {
-  if (victim == nullptr) return;
+void Service::evict(const AdmissionQueue::Eviction& eviction, const sockaddr_in& newcomer) {
+  const auto found = incoming_.find(eviction.victim.id);
+  if (found == incoming_.end()) return;
+  IncomingSocket* victim = found->second.get();
   uint8_t reply[kReplySize];
   encode_reply(HelloReply::kBusy, reply);
   (void)!send(victim->fd, reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
   const std::string who = format_endpoint(victim->peer);
-  const int64_t age_ms = monotonic_ms() - victim->since_ms;
+  const int64_t age_ms = monotonic_ms() - eviction.victim.since_ms;
   const std::string detail = who + ": silent for " + std::to_string(age_ms) + " ms";
   std::string full = "handshake port saturated: ";
-  if (per_source) {
-    full.append(std::to_string(pending_per_source_[victim->source]))
+  if (eviction.per_source) {
+    full.append(std::to_string(eviction.pending))
         .append(" unauthenticated sockets pending from ")
         .append(format_ipv4(victim->source))
         .append(" (at most ")
-        .append(std::to_string(max_pending_per_source_))
+        .append(std::to_string(admission_.max_per_source()))
         .append(" per source address)");
   } else {
-    full.append(std::to_string(incoming_.size()))
+    full.append(std::to_string(eviction.pending))
         .append(" unauthenticated sockets pending (NCCL_MESH_MAX_PENDING_HANDSHAKES=")
-        .append(std::to_string(max_pending_))
+        .append(std::to_string(admission_.max_pending()))
         .append(")");
   }
   full.append("; closed the oldest, from ")
@@ -166,6 +150,7 @@ void Service::handle_incoming(IncomingSocket* in) {
       }
       // The length was validated (<= kMaxExtension) before anything is allocated from it.
       in->have_hello = true;
+      admission_.hello_complete(in->fd);
       in->ext.resize(in->hello.ext_len);
       continue;
     }
@@ -201,11 +186,7 @@ void Service::drop_incoming(IncomingSocket* in) {
   auto it = incoming_.find(in->fd);
   in->fd = -1;
   if (it != incoming_.end()) {
-    pending_order_.erase(in->order);
-    auto count = pending_per_source_.find(in->source);
-    if (count != pending_per_source_.end() && --count->second == 0) {
-      pending_per_source_.erase(count);
-    }
+    admission_.remove(it->first);
     dead_incoming_.push_back(std::move(it->second));  // freed after this event batch
     incoming_.erase(it);
   }

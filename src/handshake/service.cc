@@ -44,10 +44,7 @@ bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t
                     int64_t max_pending, std::string* why) {
   if (running()) return true;
   timeout_ms_ = timeout_ms;
-  max_pending_ = static_cast<size_t>(max_pending);
-  // A quarter of the slots per source address: one host flooding the port then only ever
-  // evicts its own sockets (handle_listener), never other hosts' handshakes in progress.
-  max_pending_per_source_ = std::max<size_t>(1, max_pending_ / 4);
+  admission_ = AdmissionQueue(static_cast<size_t>(std::max<int64_t>(1, max_pending)));
   stop_.store(false);
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -125,8 +122,7 @@ void Service::stop() {
   listeners_.clear();
   dead_incoming_.clear();
   incoming_.clear();
-  pending_order_.clear();
-  pending_per_source_.clear();
+  admission_ = AdmissionQueue(admission_.max_pending());
   partial_.clear();
   for (auto& outgoing : outgoing_) {
     if (!outgoing->finished) {
@@ -302,9 +298,10 @@ void Service::expire(int64_t now) {
     }
   }
   // Unauthenticated sockets and half-assembled connections live at most one connect timeout.
-  // pending_order_ is in arrival order, so the stale ones are at its front.
-  while (!pending_order_.empty() && now - pending_order_.front()->since_ms > timeout_ms_) {
-    IncomingSocket* in = pending_order_.front();
+  // admission_ is in arrival order, so the stale ones are at its front.
+  for (const AdmissionQueue::Entry* oldest = admission_.oldest();
+       oldest != nullptr && now - oldest->since_ms > timeout_ms_; oldest = admission_.oldest()) {
+    IncomingSocket* in = incoming_.at(oldest->id).get();
     const std::string who = format_endpoint(in->peer);
     std::string full = "closing handshake socket from ";
     full.append(who)

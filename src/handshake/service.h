@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "handshake/admission_queue.h"
 #include "handshake/connected_sockets.h"
 #include "handshake/handle.h"
 #include "handshake/hello.h"
@@ -103,8 +103,8 @@ class Service {
 
   void loop();
   void handle_listener(int fd);
-  IncomingSocket* eviction_victim(const uint32_t* source) const;
-  void evict(IncomingSocket* victim, const sockaddr_in& newcomer, bool per_source);
+  // Closes the pending socket that admission_ chose (with a "busy" reply) to admit `newcomer`.
+  void evict(const AdmissionQueue::Eviction& eviction, const sockaddr_in& newcomer);
   // A WARN about another host's socket, through warns_ (rate-limited per cause).
   void report(size_t cause, uint32_t source, const std::string& detail, const std::string& full);
   void handle_incoming(IncomingSocket* in);
@@ -131,14 +131,11 @@ class Service {
   uint16_t port_ = 0;
   ExtensionHandler extension_handler_;
   int64_t timeout_ms_ = 30000;
-  size_t max_pending_ = 256;
-  size_t max_pending_per_source_ = 64;
   WarnLimiter warns_;
 
-  // Unauthenticated sockets (those in incoming_) oldest first, and their count per source
-  // address: the listener's eviction order and the per-source cap (handle_listener).
-  std::list<IncomingSocket*> pending_order_;
-  std::unordered_map<uint32_t, size_t> pending_per_source_;
+  // The unauthenticated sockets of incoming_ (keyed by fd) in arrival order: the pending caps,
+  // the eviction victim and the no-hello deadline (expire).
+  AdmissionQueue admission_{256};
 
   std::vector<std::shared_ptr<ListenEndpoint>> listens_;
   std::unordered_map<int, std::unique_ptr<IncomingSocket>> incoming_;

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,9 +59,7 @@ struct Service::IncomingSocket : EpollTarget {
   Hello hello;
   std::vector<uint8_t> ext;  // extension bytes (hello.ext_len, bounded by kMaxExtension)
   size_t ext_got = 0;
-  int64_t since_ms = 0;
-  uint32_t source = 0;                         // the peer's address, host order
-  std::list<IncomingSocket*>::iterator order;  // its place in pending_order_
+  uint32_t source = 0;  // the peer's address, host order
   IncomingSocket() : EpollTarget(Type::kIncoming) {}
 };
 
