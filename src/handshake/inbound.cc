@@ -1,7 +1,12 @@
+// The listening side of the handshake service (service.h): binds the handshake port, accepts
+// sockets under the admission policy (admission_queue.h), reads and checks hellos, runs the
+// transport extension, and groups authenticated sockets into connections for accept().
+// Service thread only, under the service mutex.
 #include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -15,6 +20,8 @@
 namespace mesh::handshake {
 
 namespace {
+constexpr int kBacklog = 1024;
+
 size_t refusal_cause(HelloReply reply) {
   switch (reply) {
     case HelloReply::kWrongNonce:
@@ -33,6 +40,54 @@ bool nonce_equal(const Nonce& a, const Nonce& b) {
   return diff == 0;
 }
 }  // namespace
+
+// Binds the handshake port on every address (the same port on all) into listeners_ and sets
+// port_.
+bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port,
+                             std::string* why) {
+  std::vector<uint32_t> unique;
+  for (const Ipv4Prefix& a : addrs) {
+    if (std::find(unique.begin(), unique.end(), a.addr) == unique.end()) unique.push_back(a.addr);
+  }
+  // One port on every mesh address, so the handle carries a single port. With an ephemeral
+  // port the first bind picks it and the others follow; a clash on another address retries.
+  std::string last;
+  for (int attempt = 0; attempt < 32 && listeners_.empty(); ++attempt) {
+    uint16_t chosen = port;
+    std::vector<UniqueFd> socks;
+    bool ok = true;
+    for (uint32_t addr : unique) {
+      UniqueFd s(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      int one = 1;
+      setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      sockaddr_in sa = make_sockaddr(addr, chosen);
+      if (!s.valid() || bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+          ::listen(s.get(), kBacklog) != 0) {
+        last = format_ipv4(addr) + ":" + std::to_string(chosen) + ": " + errno_text(errno);
+        ok = false;
+        break;
+      }
+      if (chosen == 0) {
+        socklen_t len = sizeof(sa);
+        getsockname(s.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+        chosen = ntohs(sa.sin_port);
+      }
+      socks.push_back(std::move(s));
+    }
+    if (ok) {
+      listeners_ = std::move(socks);
+      port_ = chosen;
+    } else if (port != 0) {
+      break;  // a fixed port that is taken will not become free by retrying now
+    }
+  }
+  if (listeners_.empty()) {
+    *why = "cannot bind the handshake port (" + last +
+           "); check NCCL_MESH_HANDSHAKE_PORT and that the interface addresses are up";
+    return false;
+  }
+  return true;
+}
 
 void Service::handle_listener(int fd) {
   for (;;) {
@@ -266,6 +321,53 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
               c.peer.c_str(), c.local.c_str(), c.data.size());
     ep->ready.push_back(std::move(c));
     partial_.erase(key);
+  }
+}
+
+// Closes the sockets that sent no complete hello within the connect timeout (a port scan, a
+// stuck peer, a flood). admission_ is in arrival order, so the stale ones are at its front.
+void Service::expire_incoming(int64_t now) {
+  for (const AdmissionQueue::Entry* oldest = admission_.oldest();
+       oldest != nullptr && now - oldest->since_ms > timeout_ms_; oldest = admission_.oldest()) {
+    IncomingSocket* in = incoming_.at(oldest->id).get();
+    const std::string who = format_endpoint(in->peer);
+    std::string full = "closing handshake socket from ";
+    full.append(who)
+        .append(": no complete hello within ")
+        .append(std::to_string(timeout_ms_))
+        .append(" ms (")
+        .append(std::to_string(in->got))
+        .append(" of ")
+        .append(std::to_string(kHelloSize))
+        .append(" bytes); a port scan, a stuck peer or a flood: check what reaches this port");
+    report(kWarnNoHello, in->source, who + ": " + std::to_string(in->got) + " bytes", full);
+    drop_incoming(in);
+  }
+}
+
+// Drops the connections whose sockets did not all arrive within the connect timeout.
+void Service::expire_partial_connections(int64_t now) {
+  for (auto it = partial_.begin(); it != partial_.end();) {
+    const PartialConnection& g = *it->second;
+    if (now - g.since_ms > timeout_ms_) {
+      const std::string who = g.peer.empty() ? format_ipv4(g.source) : g.peer;
+      std::string full = "dropping half-established connection from ";
+      full.append(who)
+          .append(": ")
+          .append(std::to_string(g.arrived))
+          .append(" of ")
+          .append(std::to_string(g.data.size() + 1))
+          .append(" sockets arrived within ")
+          .append(std::to_string(timeout_ms_))
+          .append(" ms; the connector gave up or lost its cable during setup");
+      report(kWarnHalfEstablished, g.source,
+             who + ": " + std::to_string(g.arrived) + " of " + std::to_string(g.data.size() + 1) +
+                 " sockets",
+             full);
+      it = partial_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 

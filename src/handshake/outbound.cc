@@ -1,3 +1,6 @@
+// The connecting side of the handshake service (service.h): one OutgoingState per connect(),
+// each socket through backoff -> connecting -> sending the hello -> awaiting the reply -> done,
+// with retries until the connect deadline. Service thread only, under the service mutex.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -191,6 +194,50 @@ void Service::close_outgoing_sockets(OutgoingState* outgoing) {
     if (s->fd >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->fd, nullptr);
     s->fd = -1;
     s->sock.reset();
+  }
+}
+
+// Fails every connect still unfinished at its deadline, naming why: the peer's port answered
+// "busy" throughout (saturated), or the last error of its sockets.
+void Service::expire_outgoing(int64_t now) {
+  for (auto& outgoing : outgoing_) {
+    if (outgoing->finished || now < outgoing->deadline_ms) continue;
+    std::string last;
+    bool busy = false;
+    for (const auto& s : outgoing->sockets) {
+      if (s->phase != OutgoingSocket::Phase::kDone && !s->last_error.empty()) last = s->last_error;
+      if (s->phase != OutgoingSocket::Phase::kDone && s->last_busy) busy = true;
+    }
+    if (busy) {
+      std::string why = "the peer's handshake port was saturated by unauthenticated connections";
+      why.append(" for the whole NCCL_MESH_CONNECT_TIMEOUT_MS=")
+          .append(std::to_string(outgoing->req.timeout_ms))
+          .append(" ms (")
+          .append(std::to_string(outgoing->busy_replies))
+          .append(
+              " busy replies); something on the network is opening connections to it "
+              "without completing a handshake (see the peer's log for the source), or "
+              "raise NCCL_MESH_MAX_PENDING_HANDSHAKES on the peer for a very large job");
+      fail_outgoing(outgoing.get(), why);
+      continue;
+    }
+    fail_outgoing(outgoing.get(), "no answer within NCCL_MESH_CONNECT_TIMEOUT_MS=" +
+                                      std::to_string(outgoing->req.timeout_ms) + " ms" +
+                                      (last.empty() ? "" : " (last error: " + last + ")") +
+                                      "; check the cable, the peer process and firewalls");
+  }
+}
+
+// Reopens the sockets whose backoff is over: after a refused connect, a "busy" reply or a failed
+// socket/bind, and the first try of every socket (due at once, start_connect).
+void Service::retry_outgoing(int64_t now) {
+  for (auto& outgoing : outgoing_) {
+    if (outgoing->finished) continue;
+    for (auto& s : outgoing->sockets) {
+      if (s->phase == OutgoingSocket::Phase::kBackoff && now >= s->retry_at_ms) {
+        open_outgoing(outgoing.get(), s.get());
+      }
+    }
   }
 }
 

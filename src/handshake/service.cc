@@ -1,19 +1,15 @@
+// The handshake service's public calls (NCCL's threads) and its loop (the service thread);
+// the listening side is in inbound.cc, the connecting side in outbound.cc.
 #include "handshake/service.h"
 
-#include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cstring>
 
 #include "handshake/service_state.h"
-#include "util/byte_order.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/random.h"
@@ -21,8 +17,6 @@
 namespace mesh::handshake {
 
 namespace {
-constexpr int kBacklog = 1024;
-
 std::vector<WarnLimiter::Cause> warn_causes() {
   return {
       {"refused", "malformed handshakes"},
@@ -52,47 +46,7 @@ bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t
     *why = "epoll/eventfd creation failed: " + errno_text(errno);
     return false;
   }
-  std::vector<uint32_t> unique;
-  for (const Ipv4Prefix& a : addrs) {
-    if (std::find(unique.begin(), unique.end(), a.addr) == unique.end()) unique.push_back(a.addr);
-  }
-  // One port on every mesh address, so the handle carries a single port. With an ephemeral
-  // port the first bind picks it and the others follow; a clash on another address retries.
-  std::string last;
-  for (int attempt = 0; attempt < 32 && listeners_.empty(); ++attempt) {
-    uint16_t chosen = port;
-    std::vector<UniqueFd> socks;
-    bool ok = true;
-    for (uint32_t addr : unique) {
-      UniqueFd s(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      int one = 1;
-      setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-      sockaddr_in sa = make_sockaddr(addr, chosen);
-      if (!s.valid() || bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
-          ::listen(s.get(), kBacklog) != 0) {
-        last = format_ipv4(addr) + ":" + std::to_string(chosen) + ": " + errno_text(errno);
-        ok = false;
-        break;
-      }
-      if (chosen == 0) {
-        socklen_t len = sizeof(sa);
-        getsockname(s.get(), reinterpret_cast<sockaddr*>(&sa), &len);
-        chosen = ntohs(sa.sin_port);
-      }
-      socks.push_back(std::move(s));
-    }
-    if (ok) {
-      listeners_ = std::move(socks);
-      port_ = chosen;
-    } else if (port != 0) {
-      break;  // a fixed port that is taken will not become free by retrying now
-    }
-  }
-  if (listeners_.empty()) {
-    *why = "cannot bind the handshake port (" + last +
-           "); check NCCL_MESH_HANDSHAKE_PORT and that the interface addresses are up";
-    return false;
-  }
+  if (!bind_listeners(addrs, port, why)) return false;
   auto add = [&](int fd, EpollTarget* w) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -261,82 +215,12 @@ void Service::loop() {
   }
 }
 
+// Every deadline, once per loop turn (at least every 10 ms).
 void Service::expire(int64_t now) {
-  for (auto& outgoing : outgoing_) {
-    if (outgoing->finished) continue;
-    if (now >= outgoing->deadline_ms) {
-      std::string last;
-      bool busy = false;
-      for (const auto& s : outgoing->sockets) {
-        if (s->phase != OutgoingSocket::Phase::kDone && !s->last_error.empty())
-          last = s->last_error;
-        if (s->phase != OutgoingSocket::Phase::kDone && s->last_busy) busy = true;
-      }
-      if (busy) {
-        std::string why = "the peer's handshake port was saturated by unauthenticated connections";
-        why.append(" for the whole NCCL_MESH_CONNECT_TIMEOUT_MS=")
-            .append(std::to_string(outgoing->req.timeout_ms))
-            .append(" ms (")
-            .append(std::to_string(outgoing->busy_replies))
-            .append(
-                " busy replies); something on the network is opening connections to it "
-                "without completing a handshake (see the peer's log for the source), or "
-                "raise NCCL_MESH_MAX_PENDING_HANDSHAKES on the peer for a very large job");
-        fail_outgoing(outgoing.get(), why);
-        continue;
-      }
-      fail_outgoing(outgoing.get(), "no answer within NCCL_MESH_CONNECT_TIMEOUT_MS=" +
-                                        std::to_string(outgoing->req.timeout_ms) + " ms" +
-                                        (last.empty() ? "" : " (last error: " + last + ")") +
-                                        "; check the cable, the peer process and firewalls");
-      continue;
-    }
-    for (auto& s : outgoing->sockets) {
-      if (s->phase == OutgoingSocket::Phase::kBackoff && now >= s->retry_at_ms) {
-        open_outgoing(outgoing.get(), s.get());
-      }
-    }
-  }
-  // Unauthenticated sockets and half-assembled connections live at most one connect timeout.
-  // admission_ is in arrival order, so the stale ones are at its front.
-  for (const AdmissionQueue::Entry* oldest = admission_.oldest();
-       oldest != nullptr && now - oldest->since_ms > timeout_ms_; oldest = admission_.oldest()) {
-    IncomingSocket* in = incoming_.at(oldest->id).get();
-    const std::string who = format_endpoint(in->peer);
-    std::string full = "closing handshake socket from ";
-    full.append(who)
-        .append(": no complete hello within ")
-        .append(std::to_string(timeout_ms_))
-        .append(" ms (")
-        .append(std::to_string(in->got))
-        .append(" of ")
-        .append(std::to_string(kHelloSize))
-        .append(" bytes); a port scan, a stuck peer or a flood: check what reaches this port");
-    report(kWarnNoHello, in->source, who + ": " + std::to_string(in->got) + " bytes", full);
-    drop_incoming(in);
-  }
-  for (auto it = partial_.begin(); it != partial_.end();) {
-    const PartialConnection& g = *it->second;
-    if (now - g.since_ms > timeout_ms_) {
-      const std::string who = g.peer.empty() ? format_ipv4(g.source) : g.peer;
-      std::string full = "dropping half-established connection from ";
-      full.append(who)
-          .append(": ")
-          .append(std::to_string(g.arrived))
-          .append(" of ")
-          .append(std::to_string(g.data.size() + 1))
-          .append(" sockets arrived within ")
-          .append(std::to_string(timeout_ms_))
-          .append(" ms; the connector gave up or lost its cable during setup");
-      report(kWarnHalfEstablished, g.source,
-             who + ": " + std::to_string(g.arrived) + " of " + std::to_string(g.data.size() + 1) +
-                 " sockets",
-             full);
-      it = partial_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  expire_outgoing(now);
+  retry_outgoing(now);
+  expire_incoming(now);
+  expire_partial_connections(now);
   for (const std::string& line : warns_.poll(now)) {
     MESH_WARN("handshake service: %s", line.c_str());
   }

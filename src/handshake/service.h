@@ -101,23 +101,34 @@ class Service {
   struct OutgoingState;
   struct PartialConnection;
 
+  // service.cc: the loop and the deadlines (private types: service_state.h).
   void loop();
+  void wake();
+  // Runs every deadline once per loop turn, one function per kind:
+  void expire(int64_t now_ms);
+
+  // inbound.cc: listening sockets, hello reading, grouping sockets into connections.
+  bool bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port, std::string* why);
   void handle_listener(int fd);
   // Closes the pending socket that admission_ chose (with a "busy" reply) to admit `newcomer`.
   void evict(const AdmissionQueue::Eviction& eviction, const sockaddr_in& newcomer);
-  // A WARN about another host's socket, through warns_ (rate-limited per cause).
-  void report(size_t cause, uint32_t source, const std::string& detail, const std::string& full);
   void handle_incoming(IncomingSocket* in);
-  void handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint32_t events);
   void accept_hello(IncomingSocket* in, const Hello& hello);
   void refuse(IncomingSocket* in, HelloReply reply, const std::string& why);
   void drop_incoming(IncomingSocket* in);
+  // A WARN about another host's socket, through warns_ (rate-limited per cause).
+  void report(size_t cause, uint32_t source, const std::string& detail, const std::string& full);
+  void expire_incoming(int64_t now_ms);
+  void expire_partial_connections(int64_t now_ms);
+
+  // outbound.cc: the connect state machine.
   void open_outgoing(OutgoingState* outgoing, OutgoingSocket* out);
+  void handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint32_t events);
   void fail_outgoing(OutgoingState* outgoing, const std::string& why);
   void finish_outgoing_if_ready(OutgoingState* outgoing);
   void close_outgoing_sockets(OutgoingState* outgoing);
-  void expire(int64_t now_ms);
-  void wake();
+  void expire_outgoing(int64_t now_ms);
+  void retry_outgoing(int64_t now_ms);
 
   std::mutex mu_;
   std::thread thread_;
