@@ -4,6 +4,7 @@
 // Service thread only, under the service mutex.
 #include <arpa/inet.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -21,6 +22,60 @@ namespace mesh::handshake {
 
 namespace {
 constexpr int kBacklog = 1024;
+// How long accepting pauses after accept4 failed for lack of a resource (pause_accepting).
+constexpr int64_t kAcceptPauseMs = 100;
+
+// Errors that Linux's accept4 returns for one connection in the backlog (already taken off it:
+// accept(2) says to treat them like EAGAIN by retrying), not for the listener or the process.
+bool accept_error_is_per_connection(int err) {
+  switch (err) {
+    case EINTR:
+    case ECONNABORTED:
+    case EPERM:  // a firewall rule refused this connection
+    case EPROTO:
+    case ENOPROTOOPT:
+    case ENETDOWN:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENONET:
+    case EOPNOTSUPP:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// What to do about an accept4 error that is not about one connection.
+std::string accept_error_advice(int err) {
+  switch (err) {
+    case EMFILE: {
+      rlimit limit{};
+      getrlimit(RLIMIT_NOFILE, &limit);
+      const auto text = [](rlim_t v) {
+        return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
+      };
+      // EMFILE means no descriptor number below the soft limit is free, so every one of them is
+      // open (counting them through /proc/self/fd would need a descriptor too).
+      return "all " + text(limit.rlim_cur) +
+             " file descriptors allowed by RLIMIT_NOFILE are open in this process (hard limit " +
+             text(limit.rlim_max) +
+             "); every connection takes several (a control socket, its data streams, RDMA "
+             "resources): raise the limit before the job starts (ulimit -n; past the hard limit "
+             "ulimit -Hn as root, limits.conf or LimitNOFILE= for a systemd service), or open "
+             "fewer communicators per process";
+    }
+    case ENFILE:
+      return "the system-wide limit on open files is reached (see /proc/sys/fs/file-nr): raise "
+             "fs.file-max (sysctl) or find what holds so many files on this host";
+    case ENOBUFS:
+    case ENOMEM:
+      return "the kernel is out of memory for sockets: check the host's free memory and "
+             "net.ipv4.tcp_mem";
+    default:
+      return "an unexpected error on the listening socket";
+  }
+}
 
 size_t refusal_cause(HelloReply reply) {
   switch (reply) {
@@ -40,6 +95,48 @@ bool nonce_equal(const Nonce& a, const Nonce& b) {
   return diff == 0;
 }
 }  // namespace
+
+// accept4 failed for want of a descriptor or kernel memory. The listener is level-triggered
+// and the waiting connection stays in the backlog, so returning alone would make epoll_wait
+// report it again at once: the service thread would spin at 100% CPU, taking the service mutex
+// on every turn (which NCCL's connect/accept also take). Instead every listener leaves the epoll
+// set for kAcceptPauseMs; the loop's deadlines (resume_accepting) put them back, and accept4 is
+// tried again. Connectors meanwhile wait in the listen backlog (kBacklog), within their connect
+// timeout, and complete once descriptors are free.
+// Not chosen: NCCL's trick of keeping a spare descriptor to accept-and-close the waiting
+// connection. It drains the backlog, but every connect() it closes fails at once on the other
+// rank ("closed the handshake socket without answering"), where waiting lets it succeed if the
+// shortage is brief; it also costs a descriptor all the time and does nothing for ENFILE.
+// One WARN per shortage (again only after kWarnWindowMs), since it repeats every pause.
+void Service::pause_accepting(int err) {
+  const int64_t now = monotonic_ms();
+  for (const auto& target : listener_targets_) {
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, target->fd, nullptr);
+  }
+  accept_paused_until_ms_ = now + kAcceptPauseMs;
+  ++accept_pauses_;
+  if (accept_warned_ms_ >= 0 && now - accept_warned_ms_ < kWarnWindowMs) return;
+  accept_warned_ms_ = now;
+  MESH_WARN(
+      "handshake service: cannot accept connections on port %u: %s; %s. Accepting pauses %lld ms "
+      "at a time until it works again (peers wait in the listen backlog up to their "
+      "NCCL_MESH_CONNECT_TIMEOUT_MS); paused %llu times so far, this WARN repeats at most every "
+      "%lld s",
+      static_cast<unsigned>(port_), errno_text(err).c_str(), accept_error_advice(err).c_str(),
+      static_cast<long long>(kAcceptPauseMs), static_cast<unsigned long long>(accept_pauses_),
+      static_cast<long long>(kWarnWindowMs / 1000));
+}
+
+void Service::resume_accepting(int64_t now) {
+  if (accept_paused_until_ms_ == 0 || now < accept_paused_until_ms_) return;
+  accept_paused_until_ms_ = 0;
+  for (const auto& target : listener_targets_) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = target.get();
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, target->fd, &ev);
+  }
+}
 
 // Binds the handshake port on every address (the same port on all) into listeners_ and sets
 // port_.
@@ -90,11 +187,23 @@ bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port
 }
 
 void Service::handle_listener(int fd) {
+  if (accept_paused_until_ms_ != 0) return;  // paused earlier in this event batch
   for (;;) {
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
     int s = accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (s < 0) return;  // EAGAIN: drained; other errors (EMFILE...) retried on the next event
+    if (s < 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;  // drained
+      if (accept_error_is_per_connection(err)) continue;
+      pause_accepting(err);
+      return;
+    }
+    if (accept_pauses_ != 0) {
+      MESH_INFO(NCCL_NET | NCCL_INIT, "handshake service accepts again (after %llu pauses)",
+                static_cast<unsigned long long>(accept_pauses_));
+      accept_pauses_ = 0;  // the WARN's window stays: a limit hit over and over warns once
+    }
     UniqueFd sock(s);
     const uint32_t source = ntohl(peer.sin_addr.s_addr);
     // The pending caps keep a flood of half-open sockets from growing memory or taking every

@@ -221,6 +221,7 @@ void Service::expire(int64_t now) {
   retry_outgoing(now);
   expire_incoming(now);
   expire_partial_connections(now);
+  resume_accepting(now);
   for (const std::string& line : warns_.poll(now)) {
     MESH_WARN("handshake service: %s", line.c_str());
   }

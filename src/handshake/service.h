@@ -110,6 +110,10 @@ class Service {
   // inbound.cc: listening sockets, hello reading, grouping sockets into connections.
   bool bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port, std::string* why);
   void handle_listener(int fd);
+  // accept4 failed for lack of descriptors or memory: take the listeners out of epoll for a
+  // moment (one WARN); resume_accepting() puts them back when the pause is over.
+  void pause_accepting(int err);
+  void resume_accepting(int64_t now_ms);
   // Closes the pending socket that admission_ chose (with a "busy" reply) to admit `newcomer`.
   void evict(const AdmissionQueue::Eviction& eviction, const sockaddr_in& newcomer);
   void handle_incoming(IncomingSocket* in);
@@ -143,6 +147,9 @@ class Service {
   ExtensionHandler extension_handler_;
   int64_t timeout_ms_ = 30000;
   WarnLimiter warns_;
+  int64_t accept_paused_until_ms_ = 0;  // 0: the listeners are in the epoll set
+  int64_t accept_warned_ms_ = -1;       // the last WARN about a failing accept4 (-1: none)
+  uint64_t accept_pauses_ = 0;          // pauses since accept4 last worked
 
   // The unauthenticated sockets of incoming_ (keyed by fd) in arrival order: the pending caps,
   // the eviction victim and the no-hello deadline (expire).
