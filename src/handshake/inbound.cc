@@ -149,6 +149,7 @@ bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port
   // One port on every mesh address, so the handle carries a single port. With an ephemeral
   // port the first bind picks it and the others follow; a clash on another address retries.
   std::string last;
+  int last_err = 0;
   for (int attempt = 0; attempt < 32 && listeners_.empty(); ++attempt) {
     uint16_t chosen = port;
     std::vector<UniqueFd> socks;
@@ -160,7 +161,8 @@ bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port
       sockaddr_in sa = make_sockaddr(addr, chosen);
       if (!s.valid() || bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
           ::listen(s.get(), kBacklog) != 0) {
-        last = format_ipv4(addr) + ":" + std::to_string(chosen) + ": " + errno_text(errno);
+        last_err = errno;
+        last = format_ipv4(addr) + ":" + std::to_string(chosen) + ": " + errno_text(last_err);
         ok = false;
         break;
       }
@@ -177,6 +179,17 @@ bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port
     } else if (port != 0) {
       break;  // a fixed port that is taken will not become free by retrying now
     }
+  }
+  if (listeners_.empty() && port != 0 && last_err == EADDRINUSE) {
+    // Every rank binds the port on every mesh address, so with a fixed port the second rank on
+    // a host always finds it taken (by the first). Init fails as before, saying so.
+    *why = "cannot bind the handshake port (" + last +
+           "): NCCL_MESH_HANDSHAKE_PORT=" + std::to_string(port) +
+           " is in use on this host, most likely by another rank of this job (every rank "
+           "listens on the port on every mesh address); with several ranks per host leave "
+           "NCCL_MESH_HANDSHAKE_PORT unset (each rank then takes a free port and sends it in "
+           "its handle) or give each rank its own port";
+    return false;
   }
   if (listeners_.empty()) {
     *why = "cannot bind the handshake port (" + last +
