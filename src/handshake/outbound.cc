@@ -66,8 +66,8 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
   };
   // "Busy": the listener closed this socket to make room for newer ones (its pending cap is
   // full, most likely of someone else's half-open sockets). The peer is alive and the handle
-  // valid, so try again with a fresh socket until the connect deadline (expire() then fails
-  // the connect naming the saturation).
+  // valid, so try again with a fresh socket until the connect deadline (expire_outgoing() then
+  // fails the connect naming the saturation).
   auto retry_busy = [&] {
     ++outgoing->busy_replies;
     const int64_t base = std::clamp(out->backoff_ms, kBusyRetryMinMs, kBusyRetryMaxMs);

@@ -9,6 +9,10 @@
 //
 // Threads: the service thread owns every socket until a connection is complete, then hands the
 // file descriptors over (ConnectedSockets, connected_sockets.h) and never touches them again.
+//
+// Files: this class's public calls and loop are in service.cc, the listening side in
+// inbound.cc (its admission policy: admission_queue.h), the connecting side in outbound.cc, the
+// private types in service_state.h.
 #pragma once
 
 #include <atomic>
