@@ -96,18 +96,19 @@ bool nonce_equal(const Nonce& a, const Nonce& b) {
 }
 }  // namespace
 
-// accept4 failed for want of a descriptor or kernel memory. The listener is level-triggered
-// and the waiting connection stays in the backlog, so returning alone would make epoll_wait
-// report it again at once: the service thread would spin at 100% CPU, taking the service mutex
-// on every turn (which NCCL's connect/accept also take). Instead every listener leaves the epoll
-// set for kAcceptPauseMs; the loop's deadlines (resume_accepting) put them back, and accept4 is
-// tried again. Connectors meanwhile wait in the listen backlog (kBacklog), within their connect
+// accept4 failed for want of a descriptor or kernel memory (or with an error that is not
+// about one connection: pausing is the safe answer to an unknown one too). The listener is
+// level-triggered and the waiting connection stays in the backlog, so returning alone would make
+// epoll_wait report it again at once: the service thread would spin at 100% CPU, taking the service
+// mutex on every turn (which NCCL's connect/accept also take). Instead every listener leaves the
+// epoll set for kAcceptPauseMs; the loop's deadlines (resume_accepting) put them back, and accept4
+// is tried again. Connectors meanwhile wait in the listen backlog (kBacklog), within their connect
 // timeout, and complete once descriptors are free.
-// Not chosen: NCCL's trick of keeping a spare descriptor to accept-and-close the waiting
-// connection. It drains the backlog, but every connect() it closes fails at once on the other
-// rank ("closed the handshake socket without answering"), where waiting lets it succeed if the
-// shortage is brief; it also costs a descriptor all the time and does nothing for ENFILE.
-// One WARN per shortage (again only after kWarnWindowMs), since it repeats every pause.
+// Not chosen: the known trick of keeping a spare descriptor to accept-and-close the waiting
+// connection. It drains the backlog, but a connect() whose socket it closes mostly fails at once
+// on the other rank ("closed the handshake socket without answering"), where waiting lets it
+// succeed if the shortage is brief; it also costs a descriptor all the time and does nothing for
+// ENFILE. One WARN per shortage (again only after kWarnWindowMs), since it repeats every pause.
 void Service::pause_accepting(int err) {
   const int64_t now = monotonic_ms();
   for (const auto& target : listener_targets_) {
