@@ -74,6 +74,8 @@ void Service::stop() {
   std::lock_guard<std::mutex> lock(mu_);
   listener_targets_.clear();
   listeners_.clear();
+  accept_paused_until_ms_ = 0;
+  accept_pauses_ = 0;
   dead_incoming_.clear();
   incoming_.clear();
   admission_ = AdmissionQueue(admission_.max_pending());
@@ -215,7 +217,7 @@ void Service::loop() {
   }
 }
 
-// Every deadline, once per loop turn (at least every 10 ms).
+// Every deadline, once per loop turn (at least once every 10 ms).
 void Service::expire(int64_t now) {
   expire_outgoing(now);
   retry_outgoing(now);
