@@ -9,6 +9,10 @@
 //
 // Threads: the service thread owns every socket until a connection is complete, then hands the
 // file descriptors over (ConnectedSockets, connected_sockets.h) and never touches them again.
+//
+// Files: this class's public calls and loop are in service.cc, the listening side in
+// inbound.cc (its admission policy: admission_queue.h), the connecting side in outbound.cc, the
+// private types in service_state.h.
 #pragma once
 
 #include <atomic>
@@ -16,7 +20,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "handshake/admission_queue.h"
 #include "handshake/connected_sockets.h"
 #include "handshake/handle.h"
 #include "handshake/hello.h"
@@ -91,33 +95,48 @@ class Service {
   bool take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out);
 
   std::shared_ptr<OutgoingConnect> start_connect(const ConnectRequest& req);
-  // Abandons an attempt (its sockets are closed by the service thread).
-  void cancel_connect(const std::shared_ptr<OutgoingConnect>& attempt);
+  // Abandons a connect that start_connect returned (its sockets are closed by the service thread).
+  void cancel_connect(const std::shared_ptr<OutgoingConnect>& which);
 
  private:
-  struct Watch;
-  struct Incoming;
-  struct Outgoing;
-  struct Attempt;
-  struct Group;
+  struct EpollTarget;
+  struct IncomingSocket;
+  struct OutgoingSocket;
+  struct OutgoingState;
+  struct PartialConnection;
 
+  // service.cc: the loop and the deadlines (private types: service_state.h).
   void loop();
+  void wake();
+  // Runs every deadline once per loop turn, one function per kind:
+  void expire(int64_t now_ms);
+
+  // inbound.cc: listening sockets, hello reading, grouping sockets into connections.
+  bool bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port, std::string* why);
   void handle_listener(int fd);
-  Incoming* eviction_victim(const uint32_t* source) const;
-  void evict(Incoming* victim, const sockaddr_in& newcomer, bool per_source);
+  // accept4 failed for lack of descriptors or memory: take the listeners out of epoll for a
+  // moment (one WARN); resume_accepting() puts them back when the pause is over.
+  void pause_accepting(int err);
+  void resume_accepting(int64_t now_ms);
+  // Closes the pending socket that admission_ chose (with a "busy" reply) to admit `newcomer`.
+  void evict(const AdmissionQueue::Eviction& eviction, const sockaddr_in& newcomer);
+  void handle_incoming(IncomingSocket* in);
+  void accept_hello(IncomingSocket* in, const Hello& hello);
+  void refuse(IncomingSocket* in, HelloReply reply, const std::string& why);
+  void drop_incoming(IncomingSocket* in);
   // A WARN about another host's socket, through warns_ (rate-limited per cause).
   void report(size_t cause, uint32_t source, const std::string& detail, const std::string& full);
-  void handle_incoming(Incoming* in);
-  void handle_outgoing(Attempt* a, Outgoing* out, uint32_t events);
-  void accept_hello(Incoming* in, const Hello& hello);
-  void refuse(Incoming* in, HelloReply reply, const std::string& why);
-  void drop_incoming(Incoming* in);
-  void open_outgoing(Attempt* a, Outgoing* out);
-  void fail_attempt(Attempt* a, const std::string& why);
-  void finish_attempt_if_ready(Attempt* a);
-  void close_attempt_sockets(Attempt* a);
-  void expire(int64_t now_ms);
-  void wake();
+  void expire_incoming(int64_t now_ms);
+  void expire_partial_connections(int64_t now_ms);
+
+  // outbound.cc: the connect state machine.
+  void open_outgoing(OutgoingState* outgoing, OutgoingSocket* out);
+  void handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint32_t events);
+  void fail_outgoing(OutgoingState* outgoing, const std::string& why);
+  void finish_outgoing_if_ready(OutgoingState* outgoing);
+  void close_outgoing_sockets(OutgoingState* outgoing);
+  void expire_outgoing(int64_t now_ms);
+  void retry_outgoing(int64_t now_ms);
 
   std::mutex mu_;
   std::thread thread_;
@@ -125,25 +144,25 @@ class Service {
   UniqueFd epoll_;
   UniqueFd wake_fd_;
   std::vector<UniqueFd> listeners_;
-  std::vector<std::unique_ptr<Watch>> listener_watches_;
-  std::unique_ptr<Watch> wake_watch_;
-  std::vector<std::unique_ptr<Incoming>> dead_incoming_;  // freed after each event batch
+  std::vector<std::unique_ptr<EpollTarget>> listener_targets_;
+  std::unique_ptr<EpollTarget> wake_target_;
+  std::vector<std::unique_ptr<IncomingSocket>> dead_incoming_;  // freed after each event batch
   uint16_t port_ = 0;
   ExtensionHandler extension_handler_;
   int64_t timeout_ms_ = 30000;
-  size_t max_pending_ = 256;
-  size_t max_pending_per_source_ = 64;
   WarnLimiter warns_;
+  int64_t accept_paused_until_ms_ = 0;  // 0: the listeners are in the epoll set
+  int64_t accept_warned_ms_ = -1;       // the last WARN about a failing accept4 (-1: none)
+  uint64_t accept_pauses_ = 0;          // pauses since accept4 last worked
 
-  // Unauthenticated sockets (those in incoming_) oldest first, and their count per source
-  // address: the listener's eviction order and the per-source cap (handle_listener).
-  std::list<Incoming*> pending_order_;
-  std::unordered_map<uint32_t, size_t> pending_per_source_;
+  // The unauthenticated sockets of incoming_ (keyed by fd) in arrival order: the pending caps,
+  // the eviction victim and the no-hello deadline (expire).
+  AdmissionQueue admission_{256};
 
   std::vector<std::shared_ptr<ListenEndpoint>> listens_;
-  std::unordered_map<int, std::unique_ptr<Incoming>> incoming_;
-  std::map<std::pair<ListenEndpoint*, uint64_t>, std::unique_ptr<Group>> groups_;
-  std::vector<std::unique_ptr<Attempt>> attempts_;
+  std::unordered_map<int, std::unique_ptr<IncomingSocket>> incoming_;
+  std::map<std::pair<ListenEndpoint*, uint64_t>, std::unique_ptr<PartialConnection>> partial_;
+  std::vector<std::unique_ptr<OutgoingState>> outgoing_;
 };
 
 }  // namespace mesh::handshake

@@ -1,0 +1,244 @@
+// The connecting side of the handshake service (service.h): one OutgoingState per connect(),
+// each socket through backoff -> connecting -> sending the hello -> awaiting the reply -> done,
+// with retries until the connect deadline. Service thread only, under the service mutex.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+
+#include "handshake/service.h"
+#include "handshake/service_state.h"
+#include "util/byte_order.h"
+#include "util/clock.h"
+#include "util/random.h"
+
+namespace mesh::handshake {
+
+void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
+  const topology::Rail& rail = outgoing->req.rails[out->rail];
+  out->sock.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  out->fd = out->sock.get();
+  out->sent = 0;
+  out->got = 0;
+  out->reply.assign(kReplySize, 0);
+  sockaddr_in local = make_sockaddr(rail.local.addr, 0);
+  sockaddr_in peer = make_sockaddr(rail.peer_addr, outgoing->req.port);
+  // Binding the source address puts the socket on the cable of that subnet.
+  if (!out->sock.valid() ||
+      bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+    out->last_error = "bind to " + format_ipv4(rail.local.addr) + ": " + errno_text(errno);
+    out->sock.reset();
+    out->fd = -1;
+    out->phase = OutgoingSocket::Phase::kBackoff;
+    out->retry_at_ms = monotonic_ms() + out->backoff_ms;
+    return;
+  }
+  const int rc = ::connect(out->fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer));
+  if (rc != 0 && errno != EINPROGRESS) {
+    out->last_error = "connect: " + errno_text(errno);
+    out->sock.reset();
+    out->fd = -1;
+    out->phase = OutgoingSocket::Phase::kBackoff;
+    out->retry_at_ms = monotonic_ms() + out->backoff_ms;
+    out->backoff_ms = std::min(out->backoff_ms * 2, kRetryMaxMs);
+    return;
+  }
+  out->phase = OutgoingSocket::Phase::kConnecting;
+  epoll_event ev{};
+  ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+  ev.data.ptr = static_cast<EpollTarget*>(out);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, out->fd, &ev);
+}
+
+void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint32_t events) {
+  if (outgoing->finished) return;
+  auto retry = [&](const std::string& why) {
+    out->last_error = why;
+    out->last_busy = false;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
+    out->sock.reset();
+    out->fd = -1;
+    out->phase = OutgoingSocket::Phase::kBackoff;
+    out->retry_at_ms = monotonic_ms() + out->backoff_ms;
+    out->backoff_ms = std::min(out->backoff_ms * 2, kRetryMaxMs);
+  };
+  // "Busy": the listener closed this socket to make room for newer ones (its pending cap is
+  // full, most likely of someone else's half-open sockets). The peer is alive and the handle
+  // valid, so try again with a fresh socket until the connect deadline (expire_outgoing() then
+  // fails the connect naming the saturation).
+  auto retry_busy = [&] {
+    ++outgoing->busy_replies;
+    const int64_t base = std::clamp(out->backoff_ms, kBusyRetryMinMs, kBusyRetryMaxMs);
+    uint32_t r = 0;
+    fill_random(&r, sizeof(r));
+    retry("the peer answered busy: its handshake port is saturated");
+    out->last_busy = true;
+    out->retry_at_ms = monotonic_ms() + base + static_cast<int64_t>(r % (base / 2 + 1));
+    out->backoff_ms = std::min(base * 2, kBusyRetryMaxMs);
+  };
+  if (out->phase == OutgoingSocket::Phase::kConnecting) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(out->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      // Refused or unreachable: the peer's interface may still be coming up; retry until the
+      // deadline and report the last error then.
+      retry("connect: " + errno_text(err));
+      return;
+    }
+    if (!(events & EPOLLOUT)) return;
+    out->phase = OutgoingSocket::Phase::kSending;
+  }
+  if (out->phase == OutgoingSocket::Phase::kSending) {
+    const ssize_t n = send(out->fd, out->hello.data() + out->sent, out->hello.size() - out->sent,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      retry("sending the hello: " + errno_text(errno));
+      return;
+    }
+    if (n > 0) out->sent += static_cast<size_t>(n);
+    if (out->sent < out->hello.size()) return;
+    out->phase = OutgoingSocket::Phase::kAwaitingReply;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<EpollTarget*>(out);
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, out->fd, &ev);
+  }
+  if (out->phase == OutgoingSocket::Phase::kAwaitingReply) {
+    for (;;) {
+      const ssize_t n =
+          recv(out->fd, out->reply.data() + out->got, out->reply.size() - out->got, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      if (n <= 0) {
+        fail_outgoing(outgoing,
+                      "the peer closed the handshake socket without answering (" +
+                          (n == 0 ? std::string("EOF") : errno_text(errno)) +
+                          "); is the peer process still alive and running the same plugin?");
+        return;
+      }
+      out->got += static_cast<size_t>(n);
+      if (out->got < out->reply.size()) continue;
+      if (out->got == kReplySize) {
+        HelloReply reply;
+        if (!decode_reply(out->reply.data(), &reply)) {
+          fail_outgoing(outgoing, "the peer answered with bytes that are not an nccl-mesh reply");
+          return;
+        }
+        if (reply == HelloReply::kBusy) {
+          retry_busy();
+          return;
+        }
+        if (reply != HelloReply::kAccepted) {
+          fail_outgoing(outgoing, std::string("the peer ") + reply_text(reply));
+          return;
+        }
+        if (!out->expect_ext) break;
+        out->reply.resize(kReplySize + 2);  // the extension's length
+        continue;
+      }
+      if (out->got == kReplySize + 2) {
+        const size_t len = get_u16(out->reply.data() + kReplySize);
+        if (len == 0 || len > kMaxExtension) {
+          fail_outgoing(outgoing, "the peer answered with an extension of " + std::to_string(len) +
+                                      " bytes (1.." + std::to_string(kMaxExtension) + " allowed)");
+          return;
+        }
+        out->reply.resize(kReplySize + 2 + len);
+        continue;
+      }
+      outgoing->shared->result.peer_extension.assign(out->reply.begin() + kReplySize + 2,
+                                                     out->reply.end());
+      break;
+    }
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, out->fd, nullptr);
+    out->phase = OutgoingSocket::Phase::kDone;
+    finish_outgoing_if_ready(outgoing);
+  }
+}
+
+void Service::finish_outgoing_if_ready(OutgoingState* outgoing) {
+  for (const auto& s : outgoing->sockets) {
+    if (s->phase != OutgoingSocket::Phase::kDone) return;
+  }
+  ConnectedSockets& c = outgoing->shared->result;
+  for (auto& s : outgoing->sockets) {
+    s->fd = -1;
+    if (s->role == Role::kControl) {
+      sockaddr_in local{}, peer{};
+      socklen_t len = sizeof(local);
+      getsockname(s->sock.get(), reinterpret_cast<sockaddr*>(&local), &len);
+      len = sizeof(peer);
+      getpeername(s->sock.get(), reinterpret_cast<sockaddr*>(&peer), &len);
+      c.local = format_endpoint(local);
+      c.peer = format_endpoint(peer);
+      c.control = std::move(s->sock);
+    } else {
+      c.data.push_back(std::move(s->sock));  // created in index order
+    }
+  }
+  outgoing->finished = true;
+  outgoing->shared->status.store(ConnectStatus::kDone, std::memory_order_release);
+}
+
+void Service::fail_outgoing(OutgoingState* outgoing, const std::string& why) {
+  close_outgoing_sockets(outgoing);
+  outgoing->finished = true;
+  outgoing->shared->error = why;
+  outgoing->shared->status.store(ConnectStatus::kFailed, std::memory_order_release);
+}
+
+void Service::close_outgoing_sockets(OutgoingState* outgoing) {
+  for (auto& s : outgoing->sockets) {
+    if (s->fd >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->fd, nullptr);
+    s->fd = -1;
+    s->sock.reset();
+  }
+}
+
+// Fails every connect still unfinished at its deadline, naming why: the peer's port answered
+// "busy" throughout (saturated), or the last error of its sockets.
+void Service::expire_outgoing(int64_t now) {
+  for (auto& outgoing : outgoing_) {
+    if (outgoing->finished || now < outgoing->deadline_ms) continue;
+    std::string last;
+    bool busy = false;
+    for (const auto& s : outgoing->sockets) {
+      if (s->phase != OutgoingSocket::Phase::kDone && !s->last_error.empty()) last = s->last_error;
+      if (s->phase != OutgoingSocket::Phase::kDone && s->last_busy) busy = true;
+    }
+    if (busy) {
+      std::string why = "the peer's handshake port was saturated by unauthenticated connections";
+      why.append(" for the whole NCCL_MESH_CONNECT_TIMEOUT_MS=")
+          .append(std::to_string(outgoing->req.timeout_ms))
+          .append(" ms (")
+          .append(std::to_string(outgoing->busy_replies))
+          .append(
+              " busy replies); something on the network is opening connections to it "
+              "without completing a handshake (see the peer's log for the source), or "
+              "raise NCCL_MESH_MAX_PENDING_HANDSHAKES on the peer for a very large job");
+      fail_outgoing(outgoing.get(), why);
+      continue;
+    }
+    fail_outgoing(outgoing.get(), "no answer within NCCL_MESH_CONNECT_TIMEOUT_MS=" +
+                                      std::to_string(outgoing->req.timeout_ms) + " ms" +
+                                      (last.empty() ? "" : " (last error: " + last + ")") +
+                                      "; check the cable, the peer process and firewalls");
+  }
+}
+
+// Reopens the sockets whose backoff is over: after a refused connect, a "busy" reply or a failed
+// socket/bind, and the first try of every socket (due at once, start_connect).
+void Service::retry_outgoing(int64_t now) {
+  for (auto& outgoing : outgoing_) {
+    if (outgoing->finished) continue;
+    for (auto& s : outgoing->sockets) {
+      if (s->phase == OutgoingSocket::Phase::kBackoff && now >= s->retry_at_ms) {
+        open_outgoing(outgoing.get(), s.get());
+      }
+    }
+  }
+}
+
+}  // namespace mesh::handshake
