@@ -123,7 +123,7 @@ void Plugin::bind_rdma() {
   }
 }
 
-int Plugin::ptr_support(const topology::Device& d) {
+int Plugin::ptr_support(const topology::NetDevice& d) {
   // GPU memory is only usable where every cable of the device is RDMA; GPUDirect needs the
   // peer-memory module (NCCL_PTR_CUDA) or dma-buf registration (NCCL_PTR_DMABUF).
   int support = NCCL_PTR_HOST;
@@ -136,7 +136,7 @@ int Plugin::ptr_support(const topology::Device& d) {
                        std::filesystem::exists("/sys/kernel/mm/memory_peers/nv_mem/version", ec);
   if (peermem) support |= NCCL_PTR_CUDA;
   std::string why;
-  rdma::Device* dev = rdma_.open(rdma_ports_[d.members[0]].device, &why);
+  rdma::VerbsDevice* dev = rdma_.open(rdma_ports_[d.members[0]].device, &why);
   if (dev != nullptr && dev->dmabuf_supported() && std::filesystem::exists("/dev/nvidiactl", ec))
     support |= NCCL_PTR_DMABUF;
   return support;
@@ -320,7 +320,7 @@ ncclResult_t Plugin::properties(int dev, DeviceProperties* props) {
     MESH_WARN("getProperties: device %d does not exist (%zu devices)", dev, devices_.size());
     return ncclInvalidArgument;
   }
-  const topology::Device& d = devices_[static_cast<size_t>(dev)];
+  const topology::NetDevice& d = devices_[static_cast<size_t>(dev)];
   *props = DeviceProperties{};
   props->name = d.name.c_str();
   props->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();

@@ -103,14 +103,14 @@ class Plugin {
   // Which rails to the peer can carry RDMA (both ends usable); empty means TCP.
   std::vector<topology::Rail> rdma_rails(const std::vector<topology::Rail>& rails,
                                          const handshake::Handle& h);
-  int ptr_support(const topology::Device& d);
+  int ptr_support(const topology::NetDevice& d);
   ncclResult_t register_region(void* comm, void* data, size_t size, int type, uint64_t offset,
                                int fd, void** mhandle);
 
   std::mutex mu_;
   bool discovered_ = false;
   topology::Selection selection_;
-  std::vector<topology::Device> devices_;
+  std::vector<topology::NetDevice> devices_;
   handshake::Service service_;
   std::set<Context*> contexts_;
   Context* legacy_ = nullptr;

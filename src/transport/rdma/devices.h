@@ -63,12 +63,12 @@ struct CachedMr {
   int refs = 0;
 };
 
-class Device {
+class VerbsDevice {
  public:
-  Device(const VerbsApi* api, std::string name, ibv_context* ctx, ibv_pd* pd);
-  ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
+  VerbsDevice(const VerbsApi* api, std::string name, ibv_context* ctx, ibv_pd* pd);
+  ~VerbsDevice();
+  VerbsDevice(const VerbsDevice&) = delete;
+  VerbsDevice& operator=(const VerbsDevice&) = delete;
 
   const std::string& name() const { return name_; }
   ibv_context* context() const { return ctx_; }
@@ -107,13 +107,13 @@ class DeviceRegistry {
   // Loads libibverbs; false (with *why) when it is absent.
   bool available(std::string* why);
   // The opened device `name`, opening it on first use.
-  Device* open(const std::string& name, std::string* why);
+  VerbsDevice* open(const std::string& name, std::string* why);
   // Closes every device; the caller guarantees no connection uses them any more.
   void close_all();
 
  private:
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Device>> devices_;
+  std::map<std::string, std::unique_ptr<VerbsDevice>> devices_;
 };
 
 }  // namespace mesh::rdma

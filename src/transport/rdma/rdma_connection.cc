@@ -49,7 +49,7 @@ void RdmaConnection::close() {
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
   control_.reset();
   if (flush_qp_) {
-    Device* dev = flush_qp_->device();
+    VerbsDevice* dev = flush_qp_->device();
     flush_qp_.reset();
     dev->release_mr(flush_mr_);
     flush_mr_ = nullptr;
@@ -185,7 +185,7 @@ ncclResult_t RdmaConnection::register_memory(MemoryRegion* mr, int dmabuf_fd, ui
   auto mem = std::make_unique<RdmaMemory>();
   auto& qps = ep_->qps();
   for (size_t q = 0; q < qps.size(); ++q) {
-    Device* dev = qps[q]->device();
+    VerbsDevice* dev = qps[q]->device();
     CachedMr* held = nullptr;
     for (auto& [d, m] : mem->held) {
       if (d == dev) held = m;

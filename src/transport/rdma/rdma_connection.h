@@ -28,7 +28,7 @@ namespace mesh::rdma {
 struct RdmaMemory final : TransportMemory {
   std::array<uint32_t, kMaxQps> lkey{};
   std::array<uint32_t, kMaxQps> rkey{};
-  std::vector<std::pair<Device*, CachedMr*>> held;  // one per distinct device
+  std::vector<std::pair<VerbsDevice*, CachedMr*>> held;  // one per distinct device
   ~RdmaMemory() override {
     for (auto& [dev, mr] : held) dev->release_mr(mr);
   }
