@@ -8,8 +8,8 @@
 
 namespace mesh {
 
-// X(type, field, ENV_NAME, default, help)
-// X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings.
+// X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings (0, 0 for
+// the others).
 #define MESH_SETTINGS(X)                                                                         \
   X(std::string, ifname, "NCCL_MESH_IFNAME", "", 0, 0,                                           \
     "Interfaces to use, NCCL_SOCKET_IFNAME syntax: prefixes, ^ to exclude, = for exact names. "  \
