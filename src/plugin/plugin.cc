@@ -96,10 +96,10 @@ void Plugin::bind_rdma() {
   const Settings& s = settings();
   rdma_ports_.assign(selection_.used.size(), rdma::PortBinding{});
   rdma_any_ = false;
-  if (s.transport == "tcp") return;
+  if (s.transport == TransportMode::kTcp) return;
   std::string why;
   if (!rdma_.available(&why)) {
-    if (s.transport == "rdma")
+    if (s.transport == TransportMode::kRdma)
       MESH_WARN("NCCL_MESH_TRANSPORT=rdma but %s", why.c_str());
     else
       MESH_INFO(NCCL_INIT | NCCL_NET, "RDMA unavailable (%s): TCP only", why.c_str());
@@ -193,7 +193,7 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
     std::vector<Ipv4Prefix> addrs;
     for (const auto& itf : selection_.used) addrs.push_back(itf.addr);
     const Settings& s = settings();
-    if (s.transport == "rdma" && !rdma_any_) {
+    if (s.transport == TransportMode::kRdma && !rdma_any_) {
       MESH_WARN(
           "init failed: NCCL_MESH_TRANSPORT=rdma but no mesh interface has a usable RDMA port "
           "(run nccl-mesh-doctor; set NCCL_MESH_TRANSPORT=auto to allow TCP)");
@@ -427,7 +427,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     req.timeout_ms = s.connect_timeout_ms;
     PendingConnect pc;
     const auto rdma = rdma_rails(rails, h);
-    if (rdma.empty() && s.transport == "rdma") {
+    if (rdma.empty() && s.transport == TransportMode::kRdma) {
       MESH_WARN(
           "connect: NCCL_MESH_TRANSPORT=rdma but no cable to the peer (%s) has a usable RDMA "
           "port at both ends; run nccl-mesh-doctor on both hosts, or use "
@@ -450,8 +450,8 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       if (!pc.rdma) {
         MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
                   setup_error.c_str(),
-                  s.transport == "rdma" ? "" : "; using TCP for this connection");
-        if (s.transport == "rdma") return ncclSystemError;
+                  s.transport == TransportMode::kRdma ? "" : "; using TCP for this connection");
+        if (s.transport == TransportMode::kRdma) return ncclSystemError;
       } else {
         req.rails = rdma;
         req.ndata = 0;
