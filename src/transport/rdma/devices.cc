@@ -89,15 +89,16 @@ void VerbsDevice::async_loop() {
       case IBV_EVENT_QP_ACCESS_ERR:
       case IBV_EVENT_PATH_MIG_ERR: {
         const uint32_t qpn = ev.element.qp->qp_num;
-        std::shared_ptr<FailureSink> sink;
+        std::shared_ptr<FailureLatch> latch;
         {
           std::lock_guard<std::mutex> lock(watch_mu_);
           auto it = watched_.find(qpn);
-          if (it != watched_.end()) sink = it->second.lock();
+          if (it != watched_.end()) latch = it->second.lock();
         }
-        if (sink) {
-          sink->fail("asynchronous error on " + name_ + " QP " + std::to_string(qpn) + ": " + what +
-                     " (event " + std::to_string(ev.event_type) + ")");
+        if (latch) {
+          latch->fail(ncclRemoteError, "asynchronous error on " + name_ + " QP " +
+                                           std::to_string(qpn) + ": " + what + " (event " +
+                                           std::to_string(ev.event_type) + ")");
         }
         break;
       }
@@ -108,7 +109,8 @@ void VerbsDevice::async_loop() {
             name_.c_str(), what);
         std::lock_guard<std::mutex> lock(watch_mu_);
         for (auto& [qpn, weak] : watched_) {
-          if (auto sink = weak.lock()) sink->fail("RDMA device " + name_ + " fatal error");
+          if (auto latch = weak.lock())
+            latch->fail(ncclRemoteError, "RDMA device " + name_ + " fatal error");
         }
         break;
       }
@@ -124,9 +126,9 @@ void VerbsDevice::async_loop() {
   }
 }
 
-void VerbsDevice::watch_qp(uint32_t qpn, std::weak_ptr<FailureSink> sink) {
+void VerbsDevice::watch_qp(uint32_t qpn, std::weak_ptr<FailureLatch> latch) {
   std::lock_guard<std::mutex> lock(watch_mu_);
-  watched_[qpn] = std::move(sink);
+  watched_[qpn] = std::move(latch);
 }
 
 void VerbsDevice::unwatch_qp(uint32_t qpn) {

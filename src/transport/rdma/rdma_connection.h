@@ -9,7 +9,7 @@
 // process dies its kernel closes it, which is faster than RDMA retry timeouts.
 //
 // Threads: isend/irecv/test run on NCCL's progress thread under `mu_`; the device's async
-// thread only touches `sink_`.
+// thread only touches `failure_`.
 #pragma once
 
 #include <array>
@@ -74,7 +74,7 @@ class RdmaConnection final : public Connection {
   std::string local_;
   std::string peer_;
   std::string summary_;
-  std::shared_ptr<FailureSink> sink_ = std::make_shared<FailureSink>();
+  std::shared_ptr<FailureLatch> failure_ = std::make_shared<FailureLatch>();
 
   std::mutex mu_;
   std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;  // slot = sequence % NCCL_NET_MAX_REQUESTS
@@ -94,10 +94,6 @@ class RdmaConnection final : public Connection {
   CachedMr* flush_mr_ = nullptr;
   std::array<FlushRequest, NCCL_NET_MAX_REQUESTS> flushes_;
   int64_t peer_gone_ms_ = -1;
-
-  std::mutex error_mu_;
-  ncclResult_t error_code_ = ncclSuccess;
-  bool warned_ = false;
 };
 
 }  // namespace mesh::rdma
