@@ -45,6 +45,10 @@ class RdmaConnection final : public Connection {
                      void** request) override;
   ncclResult_t test(RequestHeader* request, int* done, int* sizes) override;
   ncclResult_t iflush(int n, void** data, int* sizes, MemoryRegion** mrs, void** request) override;
+  // Host memory and GPU memory (registered through GPUDirect: peer memory or dma-buf).
+  bool accepts_memory(int type) const override {
+    return type == NCCL_PTR_HOST || type == NCCL_PTR_CUDA;
+  }
   ncclResult_t register_memory(MemoryRegion* mr, int dmabuf_fd, uint64_t offset) override;
   void close() override;
   std::string describe() const override;

@@ -23,6 +23,7 @@
 namespace mesh::tcp {
 
 struct TcpOptions {
+  size_t streams = 4;  // NCCL_MESH_TCP_STREAMS, before plan_data_streams (connector only)
   size_t min_chunk = 128 * 1024;
   size_t inline_bytes = 64 * 1024;
   int64_t user_timeout_ms = 20000;
