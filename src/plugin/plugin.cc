@@ -367,7 +367,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
 bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
                           handshake::ConnectRequest* req, PendingConnect* pc) {
   const TransportMode mode = settings().transport;
-  const std::vector<topology::Rail> rdma = rdma_.rails(rails, h);
+  const std::vector<topology::Rail> rdma = rdma_.usable_rails(rails, h);
   if (rdma.empty() && mode == TransportMode::kRdma) {
     MESH_WARN(
         "connect: NCCL_MESH_TRANSPORT=rdma but no cable to the peer (%s) has a usable RDMA "

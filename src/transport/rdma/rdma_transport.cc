@@ -69,8 +69,8 @@ uint32_t RdmaTransport::address_mask(const std::vector<Ipv4Prefix>& addrs, size_
   return mask;
 }
 
-std::vector<topology::Rail> RdmaTransport::rails(const std::vector<topology::Rail>& rails,
-                                                 const handshake::Handle& peer) const {
+std::vector<topology::Rail> RdmaTransport::usable_rails(const std::vector<topology::Rail>& rails,
+                                                        const handshake::Handle& peer) const {
   std::vector<topology::Rail> out;
   if (!any_usable_) return out;
   for (const topology::Rail& r : rails) {

@@ -53,11 +53,11 @@ class RdmaTransport {
   uint32_t address_mask(const std::vector<Ipv4Prefix>& addrs, size_t max) const;
   // The rails to the peer that can carry RDMA: usable here and, per the peer's handle, there.
   // Empty means TCP.
-  std::vector<topology::Rail> rails(const std::vector<topology::Rail>& rails,
-                                    const handshake::Handle& peer) const;
+  std::vector<topology::Rail> usable_rails(const std::vector<topology::Rail>& rails,
+                                           const handshake::Handle& peer) const;
 
-  // Connector: the sender endpoint over `rails` (from rails()) and, in *setup, the message its
-  // control hello carries. Its QPs are NCCL_MESH_QPS_PER_CONN rounded up to a multiple of the
+  // Connector: the sender endpoint over `rails` (from usable_rails()) and, in *setup, the message
+  // its control hello carries. Its QPs are NCCL_MESH_QPS_PER_CONN rounded up to a multiple of the
   // cables (at most kMaxQps), so each cable carries an equal share. nullptr with *why.
   std::shared_ptr<Endpoint> open_sender(const std::vector<topology::Rail>& rails,
                                         std::vector<uint8_t>* setup, std::string* why);
