@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 
 #include "handshake/handle.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
-#include "transport/rdma/rdma_connection.h"
-#include "transport/rdma/wire.h"
-#include "transport/tcp/tcp_connection.h"
+#include "transport/connection_factory.h"
+#include "transport/tcp/stream_plan.h"
 #include "util/log.h"
 #include "util/settings.h"
 
@@ -35,17 +33,20 @@ std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
   return s.empty() ? "(none)" : s;
 }
 
-rdma::QpOptions qp_options() {
-  const Settings& s = settings();
-  rdma::QpOptions opt;
-  opt.timeout = static_cast<int>(s.ib_timeout);
-  opt.retry_cnt = static_cast<int>(s.ib_retry_cnt);
+// Each transport's share of the settings table.
+rdma::RdmaOptions rdma_options(const Settings& s) {
+  rdma::RdmaOptions opt;
+  opt.mode = s.transport;
+  opt.gid_index = static_cast<int>(s.gid_index);
+  opt.qps_per_conn = static_cast<size_t>(s.qps_per_conn);
+  opt.qp.timeout = static_cast<int>(s.ib_timeout);
+  opt.qp.retry_cnt = static_cast<int>(s.ib_retry_cnt);
   return opt;
 }
 
-tcp::TcpOptions tcp_options() {
-  const Settings& s = settings();
+tcp::TcpOptions tcp_options(const Settings& s) {
   tcp::TcpOptions opt;
+  opt.streams = static_cast<size_t>(s.tcp_streams);
   opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
   opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
   opt.user_timeout_ms = s.tcp_user_timeout_ms;
@@ -87,97 +88,10 @@ bool Plugin::discover(std::string* why) {
               devices_[d].name.c_str(), members.c_str(), devices_[d].speed_mbps,
               devices_[d].pci_path.empty() ? "(virtual)" : devices_[d].pci_path.c_str());
   }
-  bind_rdma();
+  rdma_.bind(selection_.used, rdma_options(s));
+  tcp_ = tcp_options(s);
   discovered_ = true;
   return true;
-}
-
-void Plugin::bind_rdma() {
-  const Settings& s = settings();
-  rdma_ports_.assign(selection_.used.size(), rdma::PortBinding{});
-  rdma_any_ = false;
-  if (s.transport == "tcp") return;
-  std::string why;
-  if (!rdma_.available(&why)) {
-    if (s.transport == "rdma")
-      MESH_WARN("NCCL_MESH_TRANSPORT=rdma but %s", why.c_str());
-    else
-      MESH_INFO(NCCL_INIT | NCCL_NET, "RDMA unavailable (%s): TCP only", why.c_str());
-    return;
-  }
-  rdma_ports_ = rdma::bind_interfaces(selection_.used, static_cast<int>(s.gid_index));
-  for (size_t i = 0; i < rdma_ports_.size(); ++i) {
-    const rdma::PortBinding& b = rdma_ports_[i];
-    const std::string& itf = selection_.used[i].name;
-    if (b.usable) {
-      rdma_any_ = true;
-      MESH_INFO(NCCL_INIT | NCCL_NET, "%s: RDMA on %s", itf.c_str(), b.why.c_str());
-    } else if (b.why.rfind("no RDMA port", 0) == 0) {
-      MESH_INFO(NCCL_INIT | NCCL_NET, "%s: %s, TCP to peers on its cable", itf.c_str(),
-                b.why.c_str());
-    } else {
-      // An RDMA port exists but cannot be used: the user expects RDMA here.
-      MESH_WARN("%s: %s; peers on this cable use TCP (run nccl-mesh-doctor)", itf.c_str(),
-                b.why.c_str());
-    }
-  }
-}
-
-int Plugin::ptr_support(const topology::Device& d) {
-  // GPU memory is only usable where every cable of the device is RDMA; GPUDirect needs the
-  // peer-memory module (NCCL_PTR_CUDA) or dma-buf registration (NCCL_PTR_DMABUF).
-  int support = NCCL_PTR_HOST;
-  if (!rdma_any_) return support;
-  for (size_t m : d.members) {
-    if (!rdma_ports_[m].usable) return support;
-  }
-  std::error_code ec;
-  const bool peermem = std::filesystem::exists("/sys/module/nvidia_peermem", ec) ||
-                       std::filesystem::exists("/sys/kernel/mm/memory_peers/nv_mem/version", ec);
-  if (peermem) support |= NCCL_PTR_CUDA;
-  std::string why;
-  rdma::Device* dev = rdma_.open(rdma_ports_[d.members[0]].device, &why);
-  if (dev != nullptr && dev->dmabuf_supported() && std::filesystem::exists("/dev/nvidiactl", ec))
-    support |= NCCL_PTR_DMABUF;
-  return support;
-}
-
-bool Plugin::accept_rdma(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
-                         std::shared_ptr<void>* state, std::string* why) {
-  rdma::SetupMessage peer;
-  if (!rdma::decode_setup(ext.data(), ext.size(), &peer, why)) return false;
-  auto lookup = [this](uint32_t addr, rdma::PortBinding* out, std::string* w) -> bool {
-    for (size_t i = 0; i < selection_.used.size(); ++i) {
-      if (selection_.used[i].addr.addr != addr) continue;
-      if (!rdma_ports_[i].usable) {
-        *w = selection_.used[i].name + " has no usable RDMA port" +
-             (rdma_ports_[i].why.empty() ? "" : " (" + rdma_ports_[i].why + ")");
-        return false;
-      }
-      *out = rdma_ports_[i];
-      return true;
-    }
-    *w = "the peer targets " + format_ipv4(addr) + ", which is not a mesh address of this host";
-    return false;
-  };
-  std::shared_ptr<rdma::Endpoint> ep = rdma::Endpoint::for_receiver(rdma_, peer, lookup, why);
-  if (!ep || !ep->connect(peer, qp_options(), why)) return false;
-  *reply = rdma::encode_setup(ep->local_setup());
-  *state = ep;
-  return true;
-}
-
-std::vector<topology::Rail> Plugin::rdma_rails(const std::vector<topology::Rail>& rails,
-                                               const handshake::Handle& h) {
-  std::vector<topology::Rail> out;
-  if (!rdma_any_) return out;
-  for (const topology::Rail& r : rails) {
-    if (!rdma_ports_[r.local_index].usable) continue;
-    for (size_t i = 0; i < h.addrs.size(); ++i) {
-      if (h.addrs[i].addr == r.peer_addr && ((h.rdma_mask >> i) & 1u) != 0) out.push_back(r);
-    }
-  }
-  return out;
 }
 
 ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffic_class,
@@ -193,7 +107,7 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
     std::vector<Ipv4Prefix> addrs;
     for (const auto& itf : selection_.used) addrs.push_back(itf.addr);
     const Settings& s = settings();
-    if (s.transport == "rdma" && !rdma_any_) {
+    if (s.transport == TransportMode::kRdma && !rdma_.any_usable()) {
       MESH_WARN(
           "init failed: NCCL_MESH_TRANSPORT=rdma but no mesh interface has a usable RDMA port "
           "(run nccl-mesh-doctor; set NCCL_MESH_TRANSPORT=auto to allow TCP)");
@@ -202,7 +116,7 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
     service_.set_extension_handler(
         [this](const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
                std::shared_ptr<void>* state,
-               std::string* error) { return accept_rdma(ext, reply, state, error); });
+               std::string* error) { return rdma_.accept_extension(ext, reply, state, error); });
     if (!service_.start(addrs, static_cast<uint16_t>(s.handshake_port), s.connect_timeout_ms,
                         s.max_pending_handshakes, &why)) {
       MESH_WARN("init failed: %s", why.c_str());
@@ -320,13 +234,13 @@ ncclResult_t Plugin::properties(int dev, DeviceProperties* props) {
     MESH_WARN("getProperties: device %d does not exist (%zu devices)", dev, devices_.size());
     return ncclInvalidArgument;
   }
-  const topology::Device& d = devices_[static_cast<size_t>(dev)];
+  const topology::NetDevice& d = devices_[static_cast<size_t>(dev)];
   *props = DeviceProperties{};
   props->name = d.name.c_str();
   props->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
   props->guid = static_cast<uint64_t>(dev);
   props->speed_mbps = d.speed_mbps;
-  props->ptr_support = ptr_support(d);
+  props->ptr_support = rdma_.pointer_support(d);
   return ncclSuccess;
 }
 
@@ -357,12 +271,7 @@ ncclResult_t Plugin::listen(void* ctx, int dev, void* handle, void** listen_comm
   handshake::Handle h;
   h.port = service_.port();
   h.addrs = advertised_addresses(dev);
-  for (size_t i = 0; i < h.addrs.size() && i < handshake::kMaxHandleAddrs; ++i) {
-    for (size_t u = 0; u < selection_.used.size(); ++u) {
-      if (selection_.used[u].addr.addr == h.addrs[i].addr && rdma_ports_[u].usable)
-        h.rdma_mask |= 1u << i;
-    }
-  }
+  h.rdma_mask = rdma_.address_mask(h.addrs, handshake::kMaxHandleAddrs);
   if (h.addrs.size() > handshake::kMaxHandleAddrs && !warned_addr_overflow_) {
     warned_addr_overflow_ = true;
     MESH_WARN(
@@ -420,52 +329,12 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
           describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str());
       return ncclSystemError;
     }
-    const Settings& s = settings();
     handshake::ConnectRequest req;
     req.nonce = h.nonce;
     req.port = h.port;
-    req.timeout_ms = s.connect_timeout_ms;
+    req.timeout_ms = settings().connect_timeout_ms;
     PendingConnect pc;
-    const auto rdma = rdma_rails(rails, h);
-    if (rdma.empty() && s.transport == "rdma") {
-      MESH_WARN(
-          "connect: NCCL_MESH_TRANSPORT=rdma but no cable to the peer (%s) has a usable RDMA "
-          "port at both ends; run nccl-mesh-doctor on both hosts, or use "
-          "NCCL_MESH_TRANSPORT=auto to allow TCP",
-          describe_addrs(h.addrs).c_str());
-      return ncclSystemError;
-    }
-    if (!rdma.empty()) {
-      // QPs per connection: a multiple of the cables, so each cable carries an equal share.
-      std::vector<rdma::RailBinding> bindings;
-      for (size_t i = 0; i < rdma.size() && i < rdma::kMaxQps; ++i) {
-        bindings.push_back(
-            {rdma_ports_[rdma[i].local_index], rdma[i].local.addr, rdma[i].peer_addr});
-      }
-      const size_t n = bindings.size();
-      const size_t nqps =
-          std::min(rdma::kMaxQps, (static_cast<size_t>(s.qps_per_conn) + n - 1) / n * n);
-      std::string setup_error;
-      pc.rdma = rdma::Endpoint::for_sender(rdma_, bindings, nqps, &setup_error);
-      if (!pc.rdma) {
-        MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
-                  setup_error.c_str(),
-                  s.transport == "rdma" ? "" : "; using TCP for this connection");
-        if (s.transport == "rdma") return ncclSystemError;
-      } else {
-        req.rails = rdma;
-        req.ndata = 0;
-        req.extension = rdma::encode_setup(pc.rdma->local_setup());
-      }
-    }
-    if (!pc.rdma) {
-      req.rails = rails;
-      // Equal streams per rail, so the cables share the bytes evenly.
-      const size_t per_rail =
-          (static_cast<size_t>(s.tcp_streams) + rails.size() - 1) / rails.size();
-      req.ndata = static_cast<uint16_t>(
-          std::min<size_t>(per_rail * rails.size(), handshake::kMaxDataStreams));
-    }
+    if (!plan_connect(rails, h, &req, &pc)) return ncclSystemError;
     pc.attempt = service_.start_connect(req);
     pending_[key] = std::move(pc);
     return ncclSuccess;
@@ -483,26 +352,52 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       break;
   }
   pending_.erase(it);
-  Connection* conn = nullptr;
+  handshake::ConnectedSockets& sockets = attempt->result;
   if (pc.rdma) {
-    handshake::ConnectedSockets& est = attempt->result;
-    rdma::SetupMessage peer;
-    std::string setup_error;
-    if (!rdma::decode_setup(est.peer_extension.data(), est.peer_extension.size(), &peer,
-                            &setup_error) ||
-        !pc.rdma->connect(peer, qp_options(), &setup_error)) {
-      MESH_WARN("connect to %s: RDMA setup failed: %s", attempt->description.c_str(),
-                setup_error.c_str());
+    if (!rdma_.connect_sender(*pc.rdma, sockets.peer_extension, &why)) {
+      MESH_WARN("connect to %s: RDMA setup failed: %s", attempt->description.c_str(), why.c_str());
       return ncclSystemError;
     }
-    conn = new rdma::RdmaConnection(pc.rdma, std::move(est.control), est.local, est.peer);
-  } else {
-    conn = new tcp::TcpConnection(true, std::move(attempt->result), tcp_options());
+    sockets.transport_state = pc.rdma;
   }
-  connections_[conn] = c;
-  MESH_INFO(NCCL_NET | NCCL_INIT, "connected: %s", conn->describe().c_str());
-  *send_comm = conn;
+  *send_comm = adopt(make_connection(true, std::move(sockets), tcp_), c, "connected");
   return ncclSuccess;
+}
+
+bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
+                          handshake::ConnectRequest* req, PendingConnect* pc) {
+  const TransportMode mode = settings().transport;
+  const std::vector<topology::Rail> rdma = rdma_.usable_rails(rails, h);
+  if (rdma.empty() && mode == TransportMode::kRdma) {
+    MESH_WARN(
+        "connect: NCCL_MESH_TRANSPORT=rdma but no cable to the peer (%s) has a usable RDMA "
+        "port at both ends; run nccl-mesh-doctor on both hosts, or use "
+        "NCCL_MESH_TRANSPORT=auto to allow TCP",
+        describe_addrs(h.addrs).c_str());
+    return false;
+  }
+  if (!rdma.empty()) {
+    std::string why;
+    pc->rdma = rdma_.open_sender(rdma, &req->extension, &why);
+    if (pc->rdma) {
+      req->rails = rdma;
+      req->ndata = 0;
+      return true;
+    }
+    MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
+              why.c_str(), mode == TransportMode::kRdma ? "" : "; using TCP for this connection");
+    if (mode == TransportMode::kRdma) return false;
+  }
+  req->rails = rails;
+  req->ndata = tcp::plan_data_streams(tcp_.streams, rails.size());
+  return true;
+}
+
+void* Plugin::adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what) {
+  Connection* c = conn.release();
+  connections_[c] = ctx;
+  MESH_INFO(NCCL_NET | NCCL_INIT, "%s: %s", what, c->describe().c_str());
+  return c;
 }
 
 ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
@@ -514,18 +409,9 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
     MESH_WARN("accept: %p is not an open listen comm", listen_comm);
     return ncclInternalError;
   }
-  handshake::ConnectedSockets est;
-  if (!service_.take_ready(l->endpoint, &est)) return ncclSuccess;
-  Connection* conn = nullptr;
-  if (est.transport_state) {
-    auto ep = std::static_pointer_cast<rdma::Endpoint>(est.transport_state);
-    conn = new rdma::RdmaConnection(ep, std::move(est.control), est.local, est.peer);
-  } else {
-    conn = new tcp::TcpConnection(false, std::move(est), tcp_options());
-  }
-  connections_[conn] = l->ctx;
-  MESH_INFO(NCCL_NET | NCCL_INIT, "accepted: %s", conn->describe().c_str());
-  *recv_comm = conn;
+  handshake::ConnectedSockets sockets;
+  if (!service_.take_ready(l->endpoint, &sockets)) return ncclSuccess;
+  *recv_comm = adopt(make_connection(false, std::move(sockets), tcp_), l->ctx, "accepted");
   return ncclSuccess;
 }
 
@@ -592,10 +478,9 @@ ncclResult_t Plugin::register_region(void* comm, void* data, size_t size, int ty
     MESH_WARN("regMr: %p is not a send or receive comm", comm);
     return ncclInternalError;
   }
-  // GPU memory needs an RDMA connection (TCP copies through the CPU): NCCL only passes it when
-  // the device advertised NCCL_PTR_CUDA, i.e. every cable of the device is RDMA.
-  const bool rdma = dynamic_cast<rdma::RdmaConnection*>(conn) != nullptr;
-  if (type != NCCL_PTR_HOST && !(rdma && type == NCCL_PTR_CUDA)) {
+  // GPU memory needs a transport that moves it without the CPU: NCCL only passes it when the
+  // device advertised NCCL_PTR_CUDA, i.e. every cable of the device is RDMA.
+  if (!conn->accepts_memory(type)) {
     MESH_WARN(
         "regMr: memory type %d is not supported on %s (host memory only here; is "
         "NCCL_NET_GDR_LEVEL forcing GPU Direct?)",

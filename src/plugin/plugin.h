@@ -24,8 +24,9 @@
 #include "nccl/net.h"
 #include "topology/selection.h"
 #include "transport/connection.h"
-#include "transport/rdma/devices.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/rdma_transport.h"
+#include "transport/tcp/tcp_connection.h"
 
 namespace mesh {
 
@@ -96,21 +97,24 @@ class Plugin {
   bool valid_context(void* ctx);    // caller holds mu_
   void close_context_objects(Context* ctx);
   std::vector<Ipv4Prefix> advertised_addresses(int dev);
-  void bind_rdma();  // caller holds mu_, after discover
-  // Service thread: the listener's side of an RDMA connection (handshake extension).
-  bool accept_rdma(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
-                   std::shared_ptr<void>* state, std::string* why);
-  // Which rails to the peer can carry RDMA (both ends usable); empty means TCP.
-  std::vector<topology::Rail> rdma_rails(const std::vector<topology::Rail>& rails,
-                                         const handshake::Handle& h);
-  int ptr_support(const topology::Device& d);
+  struct PendingConnect;
+  // connect()'s first call: picks RDMA or TCP for the peer (NCCL_MESH_TRANSPORT) and fills the
+  // handshake request; false after a WARN when no allowed transport can reach it.
+  bool plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
+                    handshake::ConnectRequest* req, PendingConnect* pc);
+  // Registers a connection built by make_connection with the context; the comm for NCCL.
+  void* adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what);
   ncclResult_t register_region(void* comm, void* data, size_t size, int type, uint64_t offset,
                                int fd, void** mhandle);
 
   std::mutex mu_;
   bool discovered_ = false;
   topology::Selection selection_;
-  std::vector<topology::Device> devices_;
+  std::vector<topology::NetDevice> devices_;
+  // Transports: RDMA's port bindings are made once in init (discover), before the handshake
+  // service starts, and read-only afterwards, also by the service thread.
+  rdma::RdmaTransport rdma_;
+  tcp::TcpOptions tcp_;
   handshake::Service service_;
   std::set<Context*> contexts_;
   Context* legacy_ = nullptr;
@@ -124,12 +128,6 @@ class Plugin {
   };
   std::map<std::pair<Context*, handshake::Nonce>, PendingConnect> pending_;
   bool warned_addr_overflow_ = false;
-
-  // RDMA: one binding per interface of selection_.used (written once in init, before the
-  // handshake service starts, read-only afterwards, also by the service thread).
-  std::vector<rdma::PortBinding> rdma_ports_;
-  bool rdma_any_ = false;
-  rdma::DeviceRegistry rdma_;
 
   std::mutex mr_mu_;  // registrations: regMr runs on the service thread during traffic
   std::map<const void*, std::set<MemoryRegion*>> regions_;

@@ -39,16 +39,16 @@ Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilte
   return sel;
 }
 
-std::vector<Device> group_devices(const std::vector<Interface>& used) {
+std::vector<NetDevice> group_devices(const std::vector<Interface>& used) {
   // Key: (has a PCI path, NUMA node). Virtual interfaces form one group of their own.
-  std::map<std::pair<bool, int>, Device> groups;
+  std::map<std::pair<bool, int>, NetDevice> groups;
   std::vector<std::pair<bool, int>> order;
   for (size_t i = 0; i < used.size(); ++i) {
     const Interface& itf = used[i];
     const std::pair<bool, int> key{!itf.pci_path.empty(),
                                    itf.pci_path.empty() ? -1 : itf.numa_node};
     auto [it, inserted] = groups.try_emplace(key);
-    Device& d = it->second;
+    NetDevice& d = it->second;
     if (inserted) {
       order.push_back(key);
       d.pci_path = itf.pci_path;
@@ -61,9 +61,9 @@ std::vector<Device> group_devices(const std::vector<Interface>& used) {
     if (!named) d.name += (d.name.empty() ? "" : "+") + itf.name;
     d.speed_mbps = std::max(d.speed_mbps, itf.speed_mbps);
   }
-  std::vector<Device> out;
+  std::vector<NetDevice> out;
   for (size_t i = 0; i < order.size(); ++i) {
-    Device d = std::move(groups[order[i]]);
+    NetDevice d = std::move(groups[order[i]]);
     d.name = "mesh" + std::to_string(i) + ":" + d.name;
     // NCCL treats speed <= 0 as 10 Gb/s; say so explicitly when no member reports a speed.
     if (d.speed_mbps <= 0) d.speed_mbps = 10000;

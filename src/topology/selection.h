@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "util/ipv4.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
+#include "util/ipv4.h"
 
 namespace mesh::topology {
 
@@ -26,7 +26,7 @@ Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilte
 // One NCCL device: a group of interfaces sharing a NUMA node (PCI NICs) or the group of
 // virtual interfaces (veth, bridges, lo). NCCL places channels on devices by PCI locality; each
 // device can still reach every peer because connect() routes by the peer's addresses.
-struct Device {
+struct NetDevice {
   std::string name;      // "mesh0:eth1+eth2", unique per process
   std::string pci_path;  // first member's PCI path, empty for the virtual group
   int numa_node = -1;
@@ -34,7 +34,7 @@ struct Device {
   std::vector<size_t> members;  // indices into Selection::used
 };
 
-std::vector<Device> group_devices(const std::vector<Interface>& used);
+std::vector<NetDevice> group_devices(const std::vector<Interface>& used);
 
 // A path to a peer: a local interface and the peer address on the same subnet (one cable).
 struct Rail {

@@ -70,6 +70,10 @@ class Connection {
     *request = nullptr;
     return ncclSuccess;
   }
+  // Which memory regMr may register on this comm (NCCL_PTR_HOST, NCCL_PTR_CUDA): host memory
+  // everywhere; GPU memory only where the transport moves it without the CPU (TCP copies
+  // through the CPU, so NCCL only passes GPU memory to devices that advertised it).
+  virtual bool accepts_memory(int type) const { return type == NCCL_PTR_HOST; }
   // Called by regMr after the region is filled in; a transport that needs keys attaches them
   // (mr->transport). dmabuf_fd is -1 except for regMrDmaBuf.
   virtual ncclResult_t register_memory(MemoryRegion* /*mr*/, int /*dmabuf_fd*/,

@@ -45,9 +45,33 @@ bool parse_int(const std::string& text, int64_t lo, int64_t hi, int64_t* out, st
   return true;
 }
 
+// "auto, rdma, tcp" (range column) or "auto, rdma or tcp" (error text).
+template <typename E>
+std::string enum_values(const char* last_separator) {
+  const auto& names = SettingEnum<E>::names;
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) {
+    s += i == 0 ? "" : (i + 1 == names.size() ? last_separator : ", ");
+    s += names[i];
+  }
+  return s;
+}
+
 template <typename T>
 bool assign(T* field, const std::string& text, int64_t lo, int64_t hi, std::string* why) {
-  if constexpr (std::is_same_v<T, std::string>) {
+  if constexpr (std::is_enum_v<T>) {
+    (void)lo;
+    (void)hi;
+    const auto& names = SettingEnum<T>::names;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (text == names[i]) {
+        *field = static_cast<T>(i);
+        return true;
+      }
+    }
+    *why = "'" + text + "' is not " + enum_values<T>(" or ");
+    return false;
+  } else if constexpr (std::is_same_v<T, std::string>) {
     (void)lo;
     (void)hi;
     (void)why;
@@ -61,10 +85,6 @@ bool assign(T* field, const std::string& text, int64_t lo, int64_t hi, std::stri
 }  // namespace
 
 bool parse_setting(const std::string& env, const std::string& text, Settings* s, std::string* why) {
-  if (env == "NCCL_MESH_TRANSPORT" && text != "auto" && text != "rdma" && text != "tcp") {
-    *why = "'" + text + "' is not auto, rdma or tcp";
-    return false;
-  }
 #define MESH_SETTINGS_PARSE(type, field, name, def, lo, hi, help) \
   if (env == name) return assign<type>(&s->field, text, lo, hi, why);
   MESH_SETTINGS(MESH_SETTINGS_PARSE)
@@ -101,7 +121,12 @@ const Settings& settings() {
 namespace {
 template <typename T, typename D>
 SettingInfo make_info(const char* env, D def, int64_t lo, int64_t hi, const char* help) {
-  if constexpr (std::is_same_v<T, std::string>) {
+  if constexpr (std::is_enum_v<T>) {
+    (void)lo;
+    (void)hi;
+    return {env, "enum", SettingEnum<T>::names[static_cast<size_t>(def)], enum_values<T>(", "),
+            help};
+  } else if constexpr (std::is_same_v<T, std::string>) {
     return {env, "string", std::string(def), "", help};
   } else {
     return {env, "integer", std::to_string(def), std::to_string(lo) + ".." + std::to_string(hi),

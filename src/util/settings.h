@@ -2,14 +2,31 @@
 // settings table is generated from the same list (nccl-mesh-doctor --settings prints it).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace mesh {
 
-// X(type, field, ENV_NAME, default, help)
-// X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings.
+// NCCL_MESH_TRANSPORT: which transports a connection may use.
+enum class TransportMode {
+  kAuto,  // RDMA where both ends of the cable have a usable RDMA port, else TCP
+  kRdma,  // RDMA or a WARN and an error, never a silent fallback
+  kTcp,   // never RDMA
+};
+
+// The text values of an enum setting, indexed by the enum's value: specialised once per enum,
+// so the table below parses it and documents its range (no string compares at the call sites).
+template <typename E>
+struct SettingEnum;
+template <>
+struct SettingEnum<TransportMode> {
+  static constexpr std::array<const char*, 3> names = {"auto", "rdma", "tcp"};
+};
+
+// X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings (0, 0 for
+// the others). A type is std::string, int64_t, or an enum with a SettingEnum specialisation.
 #define MESH_SETTINGS(X)                                                                         \
   X(std::string, ifname, "NCCL_MESH_IFNAME", "", 0, 0,                                           \
     "Interfaces to use, NCCL_SOCKET_IFNAME syntax: prefixes, ^ to exclude, = for exact names. "  \
@@ -31,19 +48,19 @@ namespace mesh {
     "Unauthenticated incoming handshake sockets held at once; further ones are closed.")         \
   X(int64_t, handshake_port, "NCCL_MESH_HANDSHAKE_PORT", 0, 0, 65535,                            \
     "TCP port of the handshake service (0 = any free port; set it for firewalls).")              \
-  X(std::string, transport, "NCCL_MESH_TRANSPORT", "auto", 0, 0,                                 \
+  X(TransportMode, transport, "NCCL_MESH_TRANSPORT", TransportMode::kAuto, 0, 0,                 \
     "auto: RDMA to a peer when both ends of the cable have a usable RDMA port, else TCP; "       \
-    "rdma: RDMA or fail with a WARN (no silent fallback); tcp: never RDMA.")                    \
+    "rdma: RDMA or fail with a WARN (no silent fallback); tcp: never RDMA.")                     \
   X(int64_t, gid_index, "NCCL_MESH_GID_INDEX", -1, -1, 1023,                                     \
-    "RoCE GID index to use on every port (-1 = the RoCE v2 entry of the interface's IPv4 "      \
-    "address, read from sysfs).")                                                              \
+    "RoCE GID index to use on every port (-1 = the RoCE v2 entry of the interface's IPv4 "       \
+    "address, read from sysfs).")                                                                \
   X(int64_t, qps_per_conn, "NCCL_MESH_QPS_PER_CONN", 2, 1, 8,                                    \
-    "RDMA queue pairs per connection, rounded up to a multiple of the cables to the peer (at "  \
-    "most 8); each message is split over all of them.")                                       \
+    "RDMA queue pairs per connection, rounded up to a multiple of the cables to the peer (at "   \
+    "most 8); each message is split over all of them.")                                          \
   X(int64_t, ib_timeout, "NCCL_MESH_IB_TIMEOUT", 20, 1, 31,                                      \
     "RDMA ACK timeout exponent: 4.096 us * 2^N per retry (20 = about 4 s).")                     \
   X(int64_t, ib_retry_cnt, "NCCL_MESH_IB_RETRY_CNT", 6, 0, 6,                                    \
-    "RDMA transport retries before a QP errors (at most 6: 7 means retry forever on some "      \
+    "RDMA transport retries before a QP errors (at most 6: 7 means retry forever on some "       \
     "providers, which would turn a dead peer into a hang).")
 
 struct Settings {
@@ -54,9 +71,9 @@ struct Settings {
 
 struct SettingInfo {
   const char* env;
-  const char* type;  // "string" or "integer"
+  const char* type;  // "string", "integer" or "enum"
   std::string default_value;
-  std::string range;  // "100..3600000", empty for strings
+  std::string range;  // "100..3600000"; an enum's values "auto, rdma, tcp"; empty for strings
   const char* help;
 };
 

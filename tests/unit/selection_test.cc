@@ -191,7 +191,7 @@ TEST(GroupDevices, GroupsPciNicsByNumaNodeAndVirtualsTogether) {
       veth,
       loopback(),
   };
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 3u);
 
   EXPECT_EQ(d[0].name, "mesh0:eth0+eth2");
@@ -219,7 +219,7 @@ TEST(GroupDevices, DeviceOrderFollowsFirstMember) {
       pci_nic("eth1", ip(10, 0, 1, 1), 24, "/p/1", 1, 25000),
       pci_nic("eth0", ip(10, 0, 0, 1), 24, "/p/0", 0, 25000),
   };
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 3u);
   EXPECT_EQ(d[0].name, "mesh0:veth0");
   EXPECT_EQ(d[1].name, "mesh1:eth1");
@@ -231,7 +231,7 @@ TEST(GroupDevices, PciNicWithUnknownNumaIsNotInTheVirtualGroup) {
       pci_nic("eth0", ip(10, 0, 0, 1), 24, "/p/0", -1, 25000),
       nic("veth0", ip(10, 9, 0, 1), 24),
   };
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].name, "mesh0:eth0");
   EXPECT_EQ(d[0].pci_path, "/p/0");
@@ -246,7 +246,7 @@ TEST(GroupDevices, TwoAddressesOnOneNetdevListItOnce) {
       pci_nic("eth0", ip(10, 0, 9, 1), 24, "/p/0", 0, 100000),
       pci_nic("eth1", ip(10, 0, 1, 1), 24, "/p/1", 0, 100000),
   };
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].name, "mesh0:eth0+eth1");
   EXPECT_EQ(d[0].members, (std::vector<size_t>{0, 1, 2}));  // every address is still a member
@@ -255,7 +255,7 @@ TEST(GroupDevices, TwoAddressesOnOneNetdevListItOnce) {
 TEST(GroupDevices, TwoAddressesOnAVirtualNetdevListItOnce) {
   const std::vector<Interface> used = {nic("br0", ip(10, 0, 0, 1), 24),
                                        nic("br0", ip(10, 0, 9, 1), 24)};
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].name, "mesh0:br0");
   EXPECT_EQ(d[0].members, (std::vector<size_t>{0, 1}));
@@ -267,7 +267,7 @@ TEST(GroupDevices, UnknownSpeedIs10000) {
       pci_nic("eth1", ip(10, 0, 1, 1), 24, "/p/1", 0, -1),
       loopback(),  // speed -1
   };
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d[0].speed_mbps, 10000);
   EXPECT_EQ(d[1].speed_mbps, 10000);
@@ -278,14 +278,14 @@ TEST(GroupDevices, KnownSpeedWinsOverUnknownMembers) {
       pci_nic("eth0", ip(10, 0, 0, 1), 24, "/p/0", 0, -1),
       pci_nic("eth1", ip(10, 0, 1, 1), 24, "/p/1", 0, 40000),
   };
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].speed_mbps, 40000);
 }
 
 TEST(GroupDevices, SlowerThan10GIsReportedAsIs) {
   const std::vector<Interface> used = {pci_nic("eth0", ip(10, 0, 0, 1), 24, "/p/0", 0, 1000)};
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].speed_mbps, 1000);
 }
@@ -303,11 +303,11 @@ TEST(GroupDevices, NamesUniqueAndEveryInterfaceInExactlyOneDevice) {
   }
   used.push_back(nic("veth0", ip(10, 9, 0, 1), 24));
   used.push_back(nic("veth1", ip(10, 9, 1, 1), 24));
-  const std::vector<Device> d = group_devices(used);
+  const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 5u);
   std::set<std::string> device_names;
   std::vector<int> seen(used.size(), 0);
-  for (const Device& dev : d) {
+  for (const NetDevice& dev : d) {
     device_names.insert(dev.name);
     for (size_t m : dev.members) ++seen[m];
   }

@@ -305,7 +305,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_TCP_USER_TIMEOUT_MS", "integer", "20000", "0..3600000"},
       {"NCCL_MESH_MAX_PENDING_HANDSHAKES", "integer", "256", "1..65536"},
       {"NCCL_MESH_HANDSHAKE_PORT", "integer", "0", "0..65535"},
-      {"NCCL_MESH_TRANSPORT", "string", "auto", ""},
+      {"NCCL_MESH_TRANSPORT", "enum", "auto", "auto, rdma, tcp"},
       {"NCCL_MESH_GID_INDEX", "integer", "-1", "-1..1023"},
       {"NCCL_MESH_QPS_PER_CONN", "integer", "2", "1..8"},
       {"NCCL_MESH_IB_TIMEOUT", "integer", "20", "1..31"},
@@ -342,16 +342,18 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
   };
   const std::map<std::string, std::string Settings::*> strings = {
       {"NCCL_MESH_IFNAME", &Settings::ifname},
-      {"NCCL_MESH_TRANSPORT", &Settings::transport},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;
     for (const auto& [env, field] : strings) s.*field = "changed";
     for (const auto& [env, field] : fields) s.*field = -7;
+    s.transport = TransportMode::kTcp;
     std::string why;
     ASSERT_TRUE(parse_setting(info.env, info.default_value, &s, &why)) << info.env << ": " << why;
     const auto it = fields.find(info.env);
-    if (it == fields.end()) {
+    if (std::string(info.env) == "NCCL_MESH_TRANSPORT") {
+      EXPECT_EQ(s.transport, defaults.transport);
+    } else if (it == fields.end()) {
       const auto str = strings.find(info.env);
       ASSERT_NE(str, strings.end()) << info.env;
       EXPECT_EQ(s.*(str->second), defaults.*(str->second));
@@ -367,18 +369,21 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
 namespace {
 using namespace mesh;
 TEST(ParseSetting, TransportAcceptsOnlyItsThreeValues) {
-  for (const char* ok : {"auto", "rdma", "tcp"}) {
+  const std::pair<const char*, TransportMode> oks[] = {
+      {"auto", TransportMode::kAuto}, {"rdma", TransportMode::kRdma}, {"tcp", TransportMode::kTcp}};
+  for (const auto& [ok, mode] : oks) {
     Settings s;
+    s.transport = mode == TransportMode::kAuto ? TransportMode::kTcp : TransportMode::kAuto;
     std::string why;
     EXPECT_TRUE(parse_setting("NCCL_MESH_TRANSPORT", ok, &s, &why)) << ok;
-    EXPECT_EQ(s.transport, ok);
+    EXPECT_EQ(s.transport, mode) << ok;
   }
   for (const char* bad : {"", "RDMA", "ib", "tcp ", "socket"}) {
     Settings s;
     std::string why;
     EXPECT_FALSE(parse_setting("NCCL_MESH_TRANSPORT", bad, &s, &why)) << bad;
     EXPECT_NE(why.find("auto, rdma or tcp"), std::string::npos) << why;
-    EXPECT_EQ(s.transport, "auto");
+    EXPECT_EQ(s.transport, TransportMode::kAuto);
   }
 }
 }  // namespace

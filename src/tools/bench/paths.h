@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "util/ipv4.h"
 #include "topology/interface.h"
 #include "topology/selection.h"
+#include "util/ipv4.h"
 
 namespace mesh::bench {
 
 struct LocalNet {
   std::string filter_spec;  // NCCL_MESH_IFNAME as read
   std::vector<topology::Interface> used;
-  std::vector<topology::Device> devices;
+  std::vector<topology::NetDevice> devices;
   std::vector<std::string> notes;
   bool loopback_fallback = false;
 };

@@ -34,7 +34,7 @@ struct InterfaceView {
 struct Model {
   topology::IfnameFilter filter;
   topology::Selection selection;
-  std::vector<topology::Device> devices;
+  std::vector<topology::NetDevice> devices;
   std::optional<int> gid_override;        // NCCL_MESH_GID_INDEX when it parses
   std::string gid_override_error;         // why it does not, empty otherwise
   std::vector<InterfaceView> interfaces;  // parallel to Inventory::interfaces

@@ -97,7 +97,7 @@ json selection_json(const Report& r) {
     used.push_back({{"name", itf.name}, {"addr", format_prefix(itf.addr)}});
   }
   json devices = json::array();
-  for (const topology::Device& d : r.model.devices) {
+  for (const topology::NetDevice& d : r.model.devices) {
     json members = json::array();
     for (size_t m : d.members) {
       const Interface& itf = r.model.selection.used[m];

@@ -153,7 +153,7 @@ void print_selection(std::ostream& out, const Report& r) {
 
   out << "\nNCCL devices (one per NUMA-local group; connect() routes by peer address)\n";
   if (m.devices.empty()) out << "  none: NCCL would find no device of this plugin\n";
-  for (const topology::Device& d : m.devices) {
+  for (const topology::NetDevice& d : m.devices) {
     std::string members;
     for (size_t idx : d.members) {
       const Interface& itf = m.selection.used[idx];

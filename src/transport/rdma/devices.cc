@@ -57,7 +57,7 @@ std::vector<PortBinding> bind_interfaces(const std::vector<topology::Interface>&
   return out;
 }
 
-Device::Device(const VerbsApi* api, std::string name, ibv_context* ctx, ibv_pd* pd)
+VerbsDevice::VerbsDevice(const VerbsApi* api, std::string name, ibv_context* ctx, ibv_pd* pd)
     : api_(api), name_(std::move(name)), ctx_(ctx), pd_(pd) {
   // Non-blocking async fd, polled with a timeout so close_all() can stop the thread.
   const int flags = fcntl(ctx_->async_fd, F_GETFL);
@@ -65,7 +65,7 @@ Device::Device(const VerbsApi* api, std::string name, ibv_context* ctx, ibv_pd* 
   async_ = std::thread([this] { async_loop(); });
 }
 
-Device::~Device() {
+VerbsDevice::~VerbsDevice() {
   stop_.store(true);
   if (async_.joinable()) async_.join();
   for (auto& m : mrs_) {
@@ -76,7 +76,7 @@ Device::~Device() {
   api_->close_device(ctx_);
 }
 
-void Device::async_loop() {
+void VerbsDevice::async_loop() {
   while (!stop_.load()) {
     pollfd p{ctx_->async_fd, POLLIN, 0};
     if (poll(&p, 1, 100) <= 0) continue;
@@ -89,15 +89,16 @@ void Device::async_loop() {
       case IBV_EVENT_QP_ACCESS_ERR:
       case IBV_EVENT_PATH_MIG_ERR: {
         const uint32_t qpn = ev.element.qp->qp_num;
-        std::shared_ptr<FailureSink> sink;
+        std::shared_ptr<FailureLatch> latch;
         {
           std::lock_guard<std::mutex> lock(watch_mu_);
           auto it = watched_.find(qpn);
-          if (it != watched_.end()) sink = it->second.lock();
+          if (it != watched_.end()) latch = it->second.lock();
         }
-        if (sink) {
-          sink->fail("asynchronous error on " + name_ + " QP " + std::to_string(qpn) + ": " + what +
-                     " (event " + std::to_string(ev.event_type) + ")");
+        if (latch) {
+          latch->fail(ncclRemoteError, "asynchronous error on " + name_ + " QP " +
+                                           std::to_string(qpn) + ": " + what + " (event " +
+                                           std::to_string(ev.event_type) + ")");
         }
         break;
       }
@@ -108,7 +109,8 @@ void Device::async_loop() {
             name_.c_str(), what);
         std::lock_guard<std::mutex> lock(watch_mu_);
         for (auto& [qpn, weak] : watched_) {
-          if (auto sink = weak.lock()) sink->fail("RDMA device " + name_ + " fatal error");
+          if (auto latch = weak.lock())
+            latch->fail(ncclRemoteError, "RDMA device " + name_ + " fatal error");
         }
         break;
       }
@@ -124,12 +126,12 @@ void Device::async_loop() {
   }
 }
 
-void Device::watch_qp(uint32_t qpn, std::weak_ptr<FailureSink> sink) {
+void VerbsDevice::watch_qp(uint32_t qpn, std::weak_ptr<FailureLatch> latch) {
   std::lock_guard<std::mutex> lock(watch_mu_);
-  watched_[qpn] = std::move(sink);
+  watched_[qpn] = std::move(latch);
 }
 
-void Device::unwatch_qp(uint32_t qpn) {
+void VerbsDevice::unwatch_qp(uint32_t qpn) {
   std::lock_guard<std::mutex> lock(watch_mu_);
   watched_.erase(qpn);
 }
@@ -138,7 +140,7 @@ namespace {
 constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 }
 
-CachedMr* Device::acquire_mr(void* addr, size_t size, std::string* why) {
+CachedMr* VerbsDevice::acquire_mr(void* addr, size_t size, std::string* why) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   const uintptr_t start = a / page * page;
@@ -166,8 +168,8 @@ CachedMr* Device::acquire_mr(void* addr, size_t size, std::string* why) {
   return mrs_.back().get();
 }
 
-CachedMr* Device::acquire_dmabuf_mr(void* addr, size_t size, uint64_t offset, int fd,
-                                    std::string* why) {
+CachedMr* VerbsDevice::acquire_dmabuf_mr(void* addr, size_t size, uint64_t offset, int fd,
+                                         std::string* why) {
   if (api_->reg_dmabuf_mr == nullptr) {
     *why = "this libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than 34)";
     return nullptr;
@@ -191,14 +193,14 @@ CachedMr* Device::acquire_dmabuf_mr(void* addr, size_t size, uint64_t offset, in
   return mrs_.back().get();
 }
 
-void Device::release_mr(CachedMr* mr) {
+void VerbsDevice::release_mr(CachedMr* mr) {
   std::lock_guard<std::mutex> lock(mr_mu_);
   if (--mr->refs > 0) return;
   api_->dereg_mr(mr->mr);
   std::erase_if(mrs_, [mr](const std::unique_ptr<CachedMr>& m) { return m.get() == mr; });
 }
 
-bool Device::dmabuf_supported() {
+bool VerbsDevice::dmabuf_supported() {
   std::lock_guard<std::mutex> lock(mr_mu_);
   if (!dmabuf_) {
     // Like NCCL's IB transport: a registration of fd -1 fails with EOPNOTSUPP/EPROTONOSUPPORT
@@ -219,7 +221,7 @@ bool DeviceRegistry::available(std::string* why) {
   return load_verbs(why) != nullptr;
 }
 
-Device* DeviceRegistry::open(const std::string& name, std::string* why) {
+VerbsDevice* DeviceRegistry::open(const std::string& name, std::string* why) {
   const VerbsApi* api = load_verbs(why);
   if (api == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
@@ -247,8 +249,8 @@ Device* DeviceRegistry::open(const std::string& name, std::string* why) {
     api->close_device(ctx);
     return nullptr;
   }
-  auto dev = std::make_unique<Device>(api, name, ctx, pd);
-  Device* raw = dev.get();
+  auto dev = std::make_unique<VerbsDevice>(api, name, ctx, pd);
+  VerbsDevice* raw = dev.get();
   devices_[name] = std::move(dev);
   MESH_INFO(NCCL_INIT | NCCL_NET, "opened RDMA device %s", name.c_str());
   return raw;

@@ -5,7 +5,7 @@
 // Threads: bind_interfaces() runs once at init under the plugin mutex. open() and the
 // registration cache are used from NCCL's proxy service thread and from the handshake service
 // thread (the listener creates its QPs there), so they take the registry's / cache's mutex.
-// Each opened device has one async-event thread that marks connections failed (FailureSink).
+// Each opened device has one async-event thread that marks connections failed (FailureLatch).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -22,6 +22,7 @@
 
 #include "topology/interface.h"
 #include "topology/rdma_sysfs.h"
+#include "transport/failure_latch.h"
 #include "transport/rdma/verbs_api.h"
 
 namespace mesh::rdma {
@@ -42,19 +43,6 @@ struct PortBinding {
 std::vector<PortBinding> bind_interfaces(const std::vector<topology::Interface>& used,
                                          int gid_override, const std::string& sysfs_root = "/sys");
 
-// Where a connection's failure is recorded; shared by the connection and the async thread.
-struct FailureSink {
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  std::string why;
-  void fail(const std::string& text) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failed.load()) return;
-    why = text;
-    failed.store(true, std::memory_order_release);
-  }
-};
-
 // A page-aligned registration shared by every overlapping regMr of the same memory.
 struct CachedMr {
   uintptr_t start = 0;
@@ -63,12 +51,12 @@ struct CachedMr {
   int refs = 0;
 };
 
-class Device {
+class VerbsDevice {
  public:
-  Device(const VerbsApi* api, std::string name, ibv_context* ctx, ibv_pd* pd);
-  ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
+  VerbsDevice(const VerbsApi* api, std::string name, ibv_context* ctx, ibv_pd* pd);
+  ~VerbsDevice();
+  VerbsDevice(const VerbsDevice&) = delete;
+  VerbsDevice& operator=(const VerbsDevice&) = delete;
 
   const std::string& name() const { return name_; }
   ibv_context* context() const { return ctx_; }
@@ -82,8 +70,8 @@ class Device {
   void release_mr(CachedMr* mr);
   bool dmabuf_supported();
 
-  // The async thread reports QP events to the sink registered for the QP number.
-  void watch_qp(uint32_t qpn, std::weak_ptr<FailureSink> sink);
+  // The async thread reports QP events to the connection's latch registered for the QP number.
+  void watch_qp(uint32_t qpn, std::weak_ptr<FailureLatch> latch);
   void unwatch_qp(uint32_t qpn);
 
  private:
@@ -97,7 +85,7 @@ class Device {
   std::vector<std::unique_ptr<CachedMr>> mrs_;
   std::optional<bool> dmabuf_;
   std::mutex watch_mu_;
-  std::map<uint32_t, std::weak_ptr<FailureSink>> watched_;
+  std::map<uint32_t, std::weak_ptr<FailureLatch>> watched_;
   std::atomic<bool> stop_{false};
   std::thread async_;
 };
@@ -107,13 +95,13 @@ class DeviceRegistry {
   // Loads libibverbs; false (with *why) when it is absent.
   bool available(std::string* why);
   // The opened device `name`, opening it on first use.
-  Device* open(const std::string& name, std::string* why);
+  VerbsDevice* open(const std::string& name, std::string* why);
   // Closes every device; the caller guarantees no connection uses them any more.
   void close_all();
 
  private:
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Device>> devices_;
+  std::map<std::string, std::unique_ptr<VerbsDevice>> devices_;
 };
 
 }  // namespace mesh::rdma

@@ -18,7 +18,7 @@ Endpoint::~Endpoint() {
 }
 
 bool Endpoint::add_qp(DeviceRegistry& registry, const RailBinding& rail, std::string* why) {
-  Device* dev = registry.open(rail.port.device, why);
+  VerbsDevice* dev = registry.open(rail.port.device, why);
   if (dev == nullptr) return false;
   auto qp = QueuePair::create(dev, rail.port, rail.local_addr, rail.peer_addr, why);
   if (!qp) return false;

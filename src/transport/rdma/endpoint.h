@@ -1,7 +1,7 @@
 // The RDMA half of a connection while it is being set up: its queue pairs (one or more per
 // cable) and its clear-to-send memory. The connector builds one in connect() and ships
 // local_setup() in its hello; the listener's handshake service builds one from the connector's
-// message (for_peer()) and answers with its own. Both then move their QPs to RTS and the
+// message (for_receiver()) and answers with its own. Both then move their QPs to RTS and the
 // endpoint becomes an RdmaConnection.
 #pragma once
 

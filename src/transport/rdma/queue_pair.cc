@@ -27,7 +27,7 @@ std::string QueuePair::describe() const {
   return binding_.device + " port " + std::to_string(binding_.port) + " QP " + qpn;
 }
 
-std::unique_ptr<QueuePair> QueuePair::create(Device* dev, const PortBinding& binding,
+std::unique_ptr<QueuePair> QueuePair::create(VerbsDevice* dev, const PortBinding& binding,
                                              uint32_t local_addr, uint32_t peer_addr,
                                              std::string* why) {
   const VerbsApi* api = dev->api();

@@ -33,7 +33,7 @@ class QueuePair {
   QueuePair& operator=(const QueuePair&) = delete;
 
   // Creates CQ + QP on `dev`/`binding` and moves the QP to INIT. nullptr with *why on failure.
-  static std::unique_ptr<QueuePair> create(Device* dev, const PortBinding& binding,
+  static std::unique_ptr<QueuePair> create(VerbsDevice* dev, const PortBinding& binding,
                                            uint32_t local_addr, uint32_t peer_addr,
                                            std::string* why);
 
@@ -44,7 +44,7 @@ class QueuePair {
 
   ibv_qp* qp() const { return qp_; }
   ibv_cq* cq() const { return cq_; }
-  Device* device() const { return dev_; }
+  VerbsDevice* device() const { return dev_; }
   const PortBinding& binding() const { return binding_; }
   uint32_t max_inline() const { return max_inline_; }
   bool post_recv(std::string* why);  // one zero-length receive for a WRITE_WITH_IMM
@@ -53,7 +53,7 @@ class QueuePair {
  private:
   QueuePair() = default;
 
-  Device* dev_ = nullptr;
+  VerbsDevice* dev_ = nullptr;
   PortBinding binding_;
   ibv_cq* cq_ = nullptr;
   ibv_qp* qp_ = nullptr;

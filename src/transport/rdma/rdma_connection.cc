@@ -6,11 +6,11 @@
 
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "transport/requests.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -38,7 +38,7 @@ RdmaConnection::RdmaConnection(std::shared_ptr<Endpoint> endpoint, UniqueFd cont
   set_nonblocking(control_.get(), true);
   for (Request& r : pool_) r.hdr.owner = this;
   for (FlushRequest& f : flushes_) f.hdr.owner = this;
-  for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, sink_);
+  for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, failure_);
 }
 
 RdmaConnection::~RdmaConnection() {
@@ -49,7 +49,7 @@ void RdmaConnection::close() {
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
   control_.reset();
   if (flush_qp_) {
-    Device* dev = flush_qp_->device();
+    VerbsDevice* dev = flush_qp_->device();
     flush_qp_.reset();
     dev->release_mr(flush_mr_);
     flush_mr_ = nullptr;
@@ -69,7 +69,7 @@ bool RdmaConnection::open_flush_qp(std::string* why) {
     flush_qp_.reset();
     return false;
   }
-  flush_qp_->device()->watch_qp(flush_qp_->qp()->qp_num, sink_);
+  flush_qp_->device()->watch_qp(flush_qp_->qp()->qp_num, failure_);
   flush_buf_ = static_cast<uint8_t*>(std::aligned_alloc(4096, 4096));
   flush_mr_ =
       flush_buf_ != nullptr ? flush_qp_->device()->acquire_mr(flush_buf_, 4096, why) : nullptr;
@@ -87,7 +87,7 @@ ncclResult_t RdmaConnection::iflush(int n, void** data, int* sizes, MemoryRegion
                                     void** request) {
   *request = nullptr;
   std::lock_guard<std::mutex> lock(mu_);
-  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  if (failure_->failed()) return report_failure();
   // The last GPU buffer that received data: one READ orders after every earlier write.
   int last = -1;
   for (int i = 0; i < n; ++i) {
@@ -157,22 +157,11 @@ std::string RdmaConnection::describe() const {
 }
 
 void RdmaConnection::fail(ncclResult_t code, const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (!sink_->failed.load()) error_code_ = code;
-  }
-  sink_->fail(why);
+  failure_->fail(code, why);
 }
 
 ncclResult_t RdmaConnection::report_failure() {
-  std::lock_guard<std::mutex> lock(error_mu_);
-  if (error_code_ == ncclSuccess) error_code_ = ncclRemoteError;  // set by the async thread
-  if (!warned_) {
-    warned_ = true;
-    std::lock_guard<std::mutex> why_lock(sink_->mu);
-    MESH_WARN("%s: %s", describe().c_str(), sink_->why.c_str());
-  }
-  return error_code_;
+  return failure_->report(describe());
 }
 
 size_t RdmaConnection::in_flight() const {
@@ -185,7 +174,7 @@ ncclResult_t RdmaConnection::register_memory(MemoryRegion* mr, int dmabuf_fd, ui
   auto mem = std::make_unique<RdmaMemory>();
   auto& qps = ep_->qps();
   for (size_t q = 0; q < qps.size(); ++q) {
-    Device* dev = qps[q]->device();
+    VerbsDevice* dev = qps[q]->device();
     CachedMr* held = nullptr;
     for (auto& [d, m] : mem->held) {
       if (d == dev) held = m;
@@ -273,10 +262,7 @@ void RdmaConnection::poll() {
           continue;
         }
         if (size > r.capacity) {
-          fail(ncclInvalidUsage, "message of " + std::to_string(size) +
-                                     " bytes exceeds the posted receive buffer of " +
-                                     std::to_string(r.capacity) +
-                                     " bytes (sender and receiver disagree on sizes)");
+          fail(ncclInvalidUsage, oversize_at_receiver(size, r.capacity));
           continue;
         }
         if (r.pending != qps.size() && r.size != size) {
@@ -309,7 +295,7 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
   if (!sender_) return ncclInternalError;
   std::lock_guard<std::mutex> lock(mu_);
   poll();
-  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  if (failure_->failed()) return report_failure();
   const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
   if (size > 0 && mem == nullptr) {
     MESH_WARN("%s: isend of %zu bytes without an RDMA registration (mhandle %p)",
@@ -322,11 +308,7 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
     return ncclInvalidArgument;
   }
   Request& r = pool_[next_seq_ % pool_.size()];
-  if (r.in_use) {
-    MESH_WARN("%s: more than %d sends in flight (NCCL's contract allows %d); test() earlier ones",
-              describe().c_str(), NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
-    return ncclInternalError;
-  }
+  if (r.in_use) return warn_pool_exhausted(describe(), true);
   // The receiver's clear-to-send for this sequence: written by its NIC, the marker last.
   const uint8_t* slot = ep_->cts_memory() + (next_seq_ % pool_.size()) * kCtsEntrySize;
   const uint32_t marker =
@@ -366,9 +348,7 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
   r.size = size;
   r.pending = qps.size();
   if (oversize) {
-    fail(ncclInvalidUsage,
-         "message of " + std::to_string(size) + " bytes exceeds the receiver's posted buffer of " +
-             std::to_string(cts.capacity) + " bytes (sender and receiver disagree on sizes)");
+    fail(ncclInvalidUsage, oversize_at_sender(size, cts.capacity));
     return report_failure();
   }
   *request = &r;
@@ -413,14 +393,10 @@ ncclResult_t RdmaConnection::irecv(int n, void** data, size_t* sizes, int* /*tag
                                    MemoryRegion** mrs, void** request) {
   *request = nullptr;  // always overwritten: NCCL may have pre-set it to 0x1
   if (sender_) return ncclInternalError;
-  if (n != 1) {
-    MESH_WARN("%s: irecv with %d buffers, but this device advertises maxRecvs=1",
-              describe().c_str(), n);
-    return ncclInternalError;
-  }
+  if (n != 1) return warn_grouped_receive(describe(), n);
   std::lock_guard<std::mutex> lock(mu_);
   poll();
-  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  if (failure_->failed()) return report_failure();
   MemoryRegion* mr = mrs != nullptr ? mrs[0] : nullptr;
   const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
   if (sizes[0] > 0 && mem == nullptr) {
@@ -429,11 +405,7 @@ ncclResult_t RdmaConnection::irecv(int n, void** data, size_t* sizes, int* /*tag
     return ncclInvalidArgument;
   }
   Request& r = pool_[next_seq_ % pool_.size()];
-  if (r.in_use) {
-    MESH_WARN("%s: more than %d receives in flight (NCCL's contract allows %d)", describe().c_str(),
-              NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
-    return ncclInternalError;
-  }
+  if (r.in_use) return warn_pool_exhausted(describe(), false);
   r.in_use = true;
   r.seq = next_seq_++;
   r.capacity = sizes[0];
@@ -461,22 +433,18 @@ ncclResult_t RdmaConnection::test(RequestHeader* request, int* done, int* sizes)
       f->in_use = false;
       return ncclSuccess;
     }
-    if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+    if (failure_->failed()) return report_failure();
     return ncclSuccess;
   }
-  if (r < pool_.data() || r >= pool_.data() + pool_.size() || !r->in_use) {
-    MESH_WARN("%s: test() on a request that is not in flight (already completed?)",
-              describe().c_str());
-    return ncclInternalError;
-  }
+  if (!is_in_flight(pool_, r)) return warn_not_in_flight(describe());
   poll();
   if (r->pending == 0) {
     *done = 1;
-    if (sizes != nullptr) *sizes = r->size > INT_MAX ? INT_MAX : static_cast<int>(r->size);
+    if (sizes != nullptr) *sizes = reported_size(r->size);
     r->in_use = false;
     return ncclSuccess;
   }
-  if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
+  if (failure_->failed()) return report_failure();
   return ncclSuccess;
 }
 

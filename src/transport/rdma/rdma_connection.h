@@ -9,7 +9,7 @@
 // process dies its kernel closes it, which is faster than RDMA retry timeouts.
 //
 // Threads: isend/irecv/test run on NCCL's progress thread under `mu_`; the device's async
-// thread only touches `sink_`.
+// thread only touches `failure_`.
 #pragma once
 
 #include <array>
@@ -28,7 +28,7 @@ namespace mesh::rdma {
 struct RdmaMemory final : TransportMemory {
   std::array<uint32_t, kMaxQps> lkey{};
   std::array<uint32_t, kMaxQps> rkey{};
-  std::vector<std::pair<Device*, CachedMr*>> held;  // one per distinct device
+  std::vector<std::pair<VerbsDevice*, CachedMr*>> held;  // one per distinct device
   ~RdmaMemory() override {
     for (auto& [dev, mr] : held) dev->release_mr(mr);
   }
@@ -45,6 +45,10 @@ class RdmaConnection final : public Connection {
                      void** request) override;
   ncclResult_t test(RequestHeader* request, int* done, int* sizes) override;
   ncclResult_t iflush(int n, void** data, int* sizes, MemoryRegion** mrs, void** request) override;
+  // Host memory and GPU memory (registered through GPUDirect: peer memory or dma-buf).
+  bool accepts_memory(int type) const override {
+    return type == NCCL_PTR_HOST || type == NCCL_PTR_CUDA;
+  }
   ncclResult_t register_memory(MemoryRegion* mr, int dmabuf_fd, uint64_t offset) override;
   void close() override;
   std::string describe() const override;
@@ -74,7 +78,7 @@ class RdmaConnection final : public Connection {
   std::string local_;
   std::string peer_;
   std::string summary_;
-  std::shared_ptr<FailureSink> sink_ = std::make_shared<FailureSink>();
+  std::shared_ptr<FailureLatch> failure_ = std::make_shared<FailureLatch>();
 
   std::mutex mu_;
   std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;  // slot = sequence % NCCL_NET_MAX_REQUESTS
@@ -94,10 +98,6 @@ class RdmaConnection final : public Connection {
   CachedMr* flush_mr_ = nullptr;
   std::array<FlushRequest, NCCL_NET_MAX_REQUESTS> flushes_;
   int64_t peer_gone_ms_ = -1;
-
-  std::mutex error_mu_;
-  ncclResult_t error_code_ = ncclSuccess;
-  bool warned_ = false;
 };
 
 }  // namespace mesh::rdma

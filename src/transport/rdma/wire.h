@@ -82,6 +82,11 @@ struct Slice {
 
 // Slice q of a `size`-byte message over `nqps` QPs: equal 128-byte-aligned pieces, the last one
 // takes the remainder; trailing slices are empty when the message is small.
+// Why the share is rounded *up* (tcp::part_range rounds down): every QP posts exactly one
+// WRITE_WITH_IMM per message, empty or not (the receiver counts one completion per QP), so an
+// empty trailing slice costs nothing, while rounding up bounds every slice by the share: no QP
+// carries more than its fair part plus alignment. Wire contract (point 3 above): the slices
+// are where the sender's bytes land in the receiver's buffer; keep it as it is.
 Slice split(size_t size, size_t nqps, size_t q);
 
 }  // namespace mesh::rdma

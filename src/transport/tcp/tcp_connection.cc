@@ -4,9 +4,9 @@
 #include <sys/uio.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstring>
 
+#include "transport/requests.h"
 #include "transport/tcp/chunking.h"
 #include "util/log.h"
 
@@ -50,20 +50,11 @@ std::string TcpConnection::describe() const {
 }
 
 void TcpConnection::fail(ncclResult_t code, const std::string& why) {
-  std::lock_guard<std::mutex> lock(error_mu_);
-  if (failed_.load()) return;  // keep the first cause: later errors are its consequences
-  error_code_ = code;
-  error_ = why;
-  failed_.store(true, std::memory_order_release);
+  failure_.fail(code, why);  // keeps the first cause: later errors are its consequences
 }
 
 ncclResult_t TcpConnection::report_failure() {
-  std::lock_guard<std::mutex> lock(error_mu_);
-  if (!warned_) {
-    warned_ = true;
-    MESH_WARN("%s: %s", describe().c_str(), error_.c_str());
-  }
-  return error_code_;
+  return failure_.report(describe());
 }
 
 TcpConnection::Request* TcpConnection::allocate() {
@@ -86,20 +77,16 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
                                   void** request) {
   *request = nullptr;
   if (!sender_) return ncclInternalError;
-  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  if (failure_.failed()) return report_failure();
   std::lock_guard<std::mutex> lock(mu_);
   progress();
-  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  if (failure_.failed()) return report_failure();
   // Like NCCL's IB transport: until the receiver has posted the matching receive, answer
   // "retry later" (NULL request) instead of parking the bytes in the socket.
   if (next_seq_ == cts_received_) return ncclSuccess;
   const uint64_t capacity = cts_capacity_[next_seq_ % cts_capacity_.size()];
   Request* r = allocate();
-  if (r == nullptr) {
-    MESH_WARN("%s: more than %d sends in flight (NCCL's contract allows %d); test() earlier ones",
-              describe().c_str(), NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
-    return ncclInternalError;
-  }
+  if (r == nullptr) return warn_pool_exhausted(describe(), true);
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
@@ -130,19 +117,11 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
                                   MemoryRegion** /*mrs*/, void** request) {
   *request = nullptr;  // always overwritten: NCCL may have pre-set it to 0x1
   if (sender_) return ncclInternalError;
-  if (n != 1) {
-    MESH_WARN("%s: irecv with %d buffers, but this device advertises maxRecvs=1",
-              describe().c_str(), n);
-    return ncclInternalError;
-  }
-  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  if (n != 1) return warn_grouped_receive(describe(), n);
+  if (failure_.failed()) return report_failure();
   std::lock_guard<std::mutex> lock(mu_);
   Request* r = allocate();
-  if (r == nullptr) {
-    MESH_WARN("%s: more than %d receives in flight (NCCL's contract allows %d)", describe().c_str(),
-              NCCL_NET_MAX_REQUESTS, NCCL_NET_MAX_REQUESTS);
-    return ncclInternalError;
-  }
+  if (r == nullptr) return warn_pool_exhausted(describe(), false);
   r->data = static_cast<uint8_t*>(data[0]);
   r->capacity = sizes[0];
   r->size = 0;
@@ -176,7 +155,7 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
 
 void TcpConnection::progress() {
   if (!(sender_ ? read_cts() : flush_cts())) return;
-  while (order_count_ > 0 && !failed_.load(std::memory_order_relaxed)) {
+  while (order_count_ > 0 && !failure_.failed()) {
     Request* r = order_[order_head_];
     const bool complete = sender_ ? progress_send(r) : progress_recv(r);
     if (!complete) return;
@@ -266,10 +245,7 @@ bool TcpConnection::progress_send(Request* r) {
     r->payload_done += moved - h;
   }
   if (r->oversize) {
-    fail(ncclInvalidUsage, "message of " + std::to_string(r->size) +
-                               " bytes exceeds the receiver's posted buffer of " +
-                               std::to_string(r->oversize_capacity) +
-                               " bytes (sender and receiver disagree on sizes)");
+    fail(ncclInvalidUsage, oversize_at_sender(r->size, r->oversize_capacity));
     return false;
   }
   return true;
@@ -306,9 +282,7 @@ bool TcpConnection::progress_recv(Request* r) {
       return false;
     }
     if (h.size > r->capacity) {
-      fail(ncclInvalidUsage,
-           "message of " + std::to_string(h.size) + " bytes exceeds the posted receive buffer of " +
-               std::to_string(r->capacity) + " bytes (sender and receiver disagree on sizes)");
+      fail(ncclInvalidUsage, oversize_at_receiver(h.size, r->capacity));
       return false;
     }
     r->size = h.size;
@@ -336,29 +310,24 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
   auto* r = reinterpret_cast<Request*>(request);
   *done = 0;
   std::lock_guard<std::mutex> lock(mu_);
-  if (r < pool_.data() || r >= pool_.data() + pool_.size() || !r->in_use) {
-    MESH_WARN("%s: test() on a request that is not in flight (already completed?)",
-              describe().c_str());
-    return ncclInternalError;
-  }
+  if (!is_in_flight(pool_, r)) return warn_not_in_flight(describe());
   // Its control bytes are done and its parts are still on the streams: answer from the counter
   // alone. NCCL's proxy thread calls test() in a tight loop over every request in flight; a
   // recv() per call costs CPU that the stream workers' copies need (4 ranks on one host). Other
   // requests whose control bytes are not done (a header to read, a clear-to-send to write) still
   // drive progress() from their own test() calls, and isend() reads clear-to-sends.
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) != 0 &&
-      !failed_.load(std::memory_order_acquire)) {
+      !failure_.failed()) {
     return ncclSuccess;
   }
   progress();
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0) {
     *done = 1;
-    // test() reports int sizes in every ABI version; NCCL never sends more than 1 GiB at once.
-    if (sizes != nullptr) *sizes = r->size > INT_MAX ? INT_MAX : static_cast<int>(r->size);
+    if (sizes != nullptr) *sizes = reported_size(r->size);
     r->in_use = false;
     return ncclSuccess;
   }
-  if (failed_.load(std::memory_order_acquire)) return report_failure();
+  if (failure_.failed()) return report_failure();
   return ncclSuccess;
 }
 

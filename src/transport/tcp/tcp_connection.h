@@ -16,12 +16,14 @@
 
 #include "handshake/connected_sockets.h"
 #include "transport/connection.h"
+#include "transport/failure_latch.h"
 #include "transport/tcp/stream_worker.h"
 #include "transport/tcp/wire.h"
 
 namespace mesh::tcp {
 
 struct TcpOptions {
+  size_t streams = 4;  // NCCL_MESH_TCP_STREAMS, before plan_data_streams (connector only)
   size_t min_chunk = 128 * 1024;
   size_t inline_bytes = 64 * 1024;
   int64_t user_timeout_ms = 20000;
@@ -92,11 +94,7 @@ class TcpConnection final : public Connection {
   uint32_t cts_received_ = 0;  // sender: messages the receiver has cleared
   std::array<uint64_t, NCCL_NET_MAX_REQUESTS> cts_capacity_{};
 
-  std::mutex error_mu_;
-  std::atomic<bool> failed_{false};
-  ncclResult_t error_code_ = ncclSuccess;
-  std::string error_;
-  bool warned_ = false;
+  FailureLatch failure_;  // stream workers fail() it from their threads
 };
 
 }  // namespace mesh::tcp
