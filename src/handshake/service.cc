@@ -14,6 +14,7 @@
 
 #include "util/byte_order.h"
 #include "util/clock.h"
+#include "util/device_binding.h"
 #include "util/log.h"
 #include "util/random.h"
 
@@ -171,6 +172,7 @@ bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t
       UniqueFd s(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       int one = 1;
       setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      bind_to_rail_device(s.get(), addr);  // accepted sockets inherit it: replies leave here too
       sockaddr_in sa = make_sockaddr(addr, chosen);
       if (!s.valid() || bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
           ::listen(s.get(), kBacklog) != 0) {
@@ -624,7 +626,9 @@ void Service::open_outgoing(Attempt* a, Outgoing* out) {
   out->reply.assign(kReplySize, 0);
   sockaddr_in local = make_sockaddr(rail.local.addr, 0);
   sockaddr_in peer = make_sockaddr(rail.peer_addr, a->req.port);
-  // Binding the source address puts the socket on the cable of that subnet.
+  // Binding the source address puts the socket on the cable of that subnet; where two local
+  // interfaces share that subnet (port halves), only binding the device picks the interface.
+  if (out->sock.valid()) bind_to_rail_device(out->fd, rail.local.addr);
   if (!out->sock.valid() ||
       bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     out->last_error = "bind to " + format_ipv4(rail.local.addr) + ": " + errno_text(errno);
