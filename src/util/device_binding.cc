@@ -29,6 +29,7 @@ DeviceBinding decide_device_binding(uint32_t local_addr, const std::vector<Local
   }
   if (own == nullptr) return d;
   d.ifname = own->ifname;
+  d.subnet = {own->addr.addr & netmask(own->addr.prefix), own->addr.prefix};
   for (const LocalAddress& a : all) {
     if (!a.up || a.ifname == own->ifname) continue;  // several addresses on one netdev: one cable
     const bool overlap = in_subnet(own->addr, a.addr.addr) || in_subnet(a.addr, own->addr.addr);
@@ -102,12 +103,12 @@ int effective_arp_ignore(const std::string& ifname) {
   return std::max(all, own);
 }
 
-// One WARN per interface and process: the condition does not change between sockets.
-bool first_warn_for(const std::string& ifname) {
+// One WARN per subnet (or interface) and process: the condition does not change between sockets.
+bool first_warn_for(const std::string& key) {
   static std::mutex mu;
   static std::set<std::string> warned;
   std::lock_guard<std::mutex> lock(mu);
-  return warned.insert(ifname).second;
+  return warned.insert(key).second;
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -125,14 +126,14 @@ bool bind_to_rail_device(int fd, uint32_t local_addr) {
   std::vector<std::string> group{d.ifname};
   for (const std::string& n : d.shared_with) group.push_back(n);
   if (d.action == DeviceBinding::Action::kNeedsArp) {
-    if (first_warn_for(d.ifname)) {
+    if (first_warn_for("arp " + format_prefix(d.subnet))) {
       MESH_WARN(
-          "%s (%s) shares its subnet with %s, but arp_ignore=%d there: a socket "
-          "bound to %s would drop a peer's packets that arrive on its neighbour, so the plugin "
-          "leaves it unbound and the kernel sends everything for that subnet through one of "
-          "them (half of a DGX Spark port unused). Fix: %s",
-          d.ifname.c_str(), format_ipv4(local_addr).c_str(), join(d.shared_with).c_str(),
-          d.arp_ignore, d.ifname.c_str(), halves_sysctl_fix(group).c_str());
+          "%s shares subnet %s with %s, but arp_ignore=%d there: each would answer ARP for the "
+          "other's addresses, and a socket bound to one half would drop a peer's packets that "
+          "arrive on the other. So the plugin leaves these sockets unbound and the kernel sends "
+          "everything for %s through one of them (half of a DGX Spark port unused). Fix: %s",
+          d.ifname.c_str(), format_prefix(d.subnet).c_str(), join(d.shared_with).c_str(),
+          d.arp_ignore, format_prefix(d.subnet).c_str(), halves_sysctl_fix(group).c_str());
     }
     return false;
   }
@@ -142,11 +143,8 @@ bool bind_to_rail_device(int fd, uint32_t local_addr) {
     return true;
   }
   const int err = errno;
-  if (first_warn_for(d.ifname)) {
-    Ipv4Prefix own{local_addr, 32};
-    for (const LocalAddress& a : all) {
-      if (a.addr.addr == local_addr) own = a.addr;
-    }
+  if (first_warn_for("bind " + d.ifname)) {
+    const Ipv4Prefix own{local_addr, d.subnet.prefix};
     const int table = 1000 + static_cast<int>(if_nametoindex(d.ifname.c_str()));
     MESH_WARN(
         "cannot bind sockets to %s (SO_BINDTODEVICE: %s; Linux < 5.7 needs "

@@ -39,6 +39,7 @@ struct DeviceBinding {
   };
   Action action = Action::kNone;
   std::string ifname;                    // interface that owns the address ("" if none)
+  Ipv4Prefix subnet;                     // its subnet: network address and prefix
   std::vector<std::string> shared_with;  // other up interfaces on the same subnet
   int arp_ignore = -1;                   // effective value, max(all, <if>); -1 unknown
 };
@@ -62,8 +63,9 @@ std::string policy_routing_fix(const std::string& ifname, const Ipv4Prefix& addr
 
 // Runtime: reads the local addresses (getifaddrs) and arp_ignore (/proc/sys), decides, and binds
 // `fd` (a fresh socket, before bind/connect or bind/listen) to the device of `local_addr` where
-// it shares a subnet. Never fails the caller: where it cannot bind, it logs one WARN per
-// interface and process that says what to configure, and the socket stays as it was.
+// it shares a subnet. Never fails the caller: where it cannot bind, it logs one WARN per subnet
+// (arp_ignore) or interface (setsockopt) and process that says what to configure, and the
+// socket stays as it was.
 // Returns true when fd is bound to a device. Thread-safe (called from the handshake thread).
 bool bind_to_rail_device(int fd, uint32_t local_addr);
 
