@@ -419,6 +419,23 @@ TEST(ChooseRails, TwoPcieHalvesOnOneSubnetPairDistinctPeerAddresses) {
                                            {1, ip(10, 0, 5, 2), 24, ip(10, 0, 5, 4)}});
 }
 
+TEST(ChooseRails, TwoCablesTimesTwoHalvesAreFourRails) {
+  // Two Spark ports cabled to the same peer, each port two same-subnet halves: rails over
+  // halves and over cables combine, one per local netdev, each to a distinct peer address on
+  // its cable (issue 16). Peer addresses listed cable by cable, in the peer's order.
+  const std::vector<Interface> local = {
+      nic("p0a", ip(10, 0, 5, 1), 24), nic("p0b", ip(10, 0, 5, 2), 24),
+      nic("p1a", ip(10, 0, 6, 1), 24), nic("p1b", ip(10, 0, 6, 2), 24)};
+  const std::vector<Ipv4Prefix> peer = {
+      {ip(10, 0, 6, 3), 24}, {ip(10, 0, 5, 3), 24}, {ip(10, 0, 6, 4), 24}, {ip(10, 0, 5, 4), 24}};
+  expect_rails(choose_rails(local, peer), {{0, ip(10, 0, 5, 1), 24, ip(10, 0, 5, 3)},
+                                           {1, ip(10, 0, 5, 2), 24, ip(10, 0, 5, 4)},
+                                           {2, ip(10, 0, 6, 1), 24, ip(10, 0, 6, 3)},
+                                           {3, ip(10, 0, 6, 2), 24, ip(10, 0, 6, 4)}});
+  // Preferring the device that holds both ports keeps all four.
+  EXPECT_EQ(choose_rails(local, peer, {0, 1, 2, 3}).size(), 4u);
+}
+
 TEST(ChooseRails, PeerAddressIsReusedOnlyWhenItIsTheOnlyOne) {
   const std::vector<Interface> local = {nic("p0", ip(10, 0, 5, 1), 24),
                                         nic("p1", ip(10, 0, 5, 2), 24)};
