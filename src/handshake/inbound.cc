@@ -16,6 +16,7 @@
 #include "handshake/service_state.h"
 #include "util/byte_order.h"
 #include "util/clock.h"
+#include "util/device_binding.h"
 #include "util/log.h"
 
 namespace mesh::handshake {
@@ -159,6 +160,7 @@ bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port
       UniqueFd s(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       int one = 1;
       setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      bind_to_rail_device(s.get(), addr);  // accepted sockets inherit it: replies leave here too
       sockaddr_in sa = make_sockaddr(addr, chosen);
       if (!s.valid() || bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
           ::listen(s.get(), kBacklog) != 0) {

@@ -12,6 +12,7 @@
 #include "handshake/service_state.h"
 #include "util/byte_order.h"
 #include "util/clock.h"
+#include "util/device_binding.h"
 #include "util/random.h"
 
 namespace mesh::handshake {
@@ -25,7 +26,9 @@ void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
   out->reply.assign(kReplySize, 0);
   sockaddr_in local = make_sockaddr(rail.local.addr, 0);
   sockaddr_in peer = make_sockaddr(rail.peer_addr, outgoing->req.port);
-  // Binding the source address puts the socket on the cable of that subnet.
+  // Binding the source address puts the socket on the cable of that subnet; where two local
+  // interfaces share that subnet (port halves), only binding the device picks the interface.
+  if (out->sock.valid()) bind_to_rail_device(out->fd, rail.local.addr);
   if (!out->sock.valid() ||
       bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     out->last_error = "bind to " + format_ipv4(rail.local.addr) + ": " + errno_text(errno);

@@ -39,6 +39,27 @@ Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilte
   return sel;
 }
 
+int speed_to_one_peer(const std::vector<Interface>& used, const std::vector<size_t>& members) {
+  int best = 0;
+  for (size_t m : members) {
+    // The cable of `m`: every member netdev on an overlapping subnet (the halves of one port),
+    // each netdev counted once (several addresses on one netdev are the same link).
+    std::vector<std::string> counted;
+    int sum = 0;
+    for (size_t o : members) {
+      const Interface& a = used[m];
+      const Interface& b = used[o];
+      const bool same_cable = in_subnet(a.addr, b.addr.addr) || in_subnet(b.addr, a.addr.addr);
+      if (!same_cable || b.speed_mbps <= 0) continue;
+      if (std::find(counted.begin(), counted.end(), b.name) != counted.end()) continue;
+      counted.push_back(b.name);
+      sum += b.speed_mbps;
+    }
+    best = std::max(best, sum);
+  }
+  return best;
+}
+
 std::vector<NetDevice> group_devices(const std::vector<Interface>& used) {
   // Key: (has a PCI path, NUMA node). Virtual interfaces form one group of their own.
   std::map<std::pair<bool, int>, NetDevice> groups;
@@ -59,8 +80,8 @@ std::vector<NetDevice> group_devices(const std::vector<Interface>& used) {
                                    [&](size_t m) { return used[m].name == itf.name; });
     d.members.push_back(i);
     if (!named) d.name += (d.name.empty() ? "" : "+") + itf.name;
-    d.speed_mbps = std::max(d.speed_mbps, itf.speed_mbps);
   }
+  for (auto& [key, d] : groups) d.speed_mbps = speed_to_one_peer(used, d.members);
   std::vector<NetDevice> out;
   for (size_t i = 0; i < order.size(); ++i) {
     NetDevice d = std::move(groups[order[i]]);

@@ -30,11 +30,20 @@ struct NetDevice {
   std::string name;      // "mesh0:eth1+eth2", unique per process
   std::string pci_path;  // first member's PCI path, empty for the virtual group
   int numa_node = -1;
-  int speed_mbps = 0;           // fastest member's link speed (per cable, not a sum)
+  int speed_mbps = 0;           // speed_to_one_peer of the members
   std::vector<size_t> members;  // indices into Selection::used
 };
 
 std::vector<NetDevice> group_devices(const std::vector<Interface>& used);
+
+// The speed NCCL should size a device's channels for (ncclNetProperties.speed, Mb/s): what one
+// connection to one peer can use. A connection stripes over every rail to its peer, and the
+// halves of a port (several netdevs on one subnet, a DGX Spark ConnectX-7 port) are all rails
+// of one cable, so a cable's speed is the sum over its netdevs; the device reports its fastest
+// cable. Different subnets are different cables, usually to different peers: not summed (two
+// cables to the same peer do give more than this; it is a lower bound). 0 when no member
+// reports a speed.
+int speed_to_one_peer(const std::vector<Interface>& used, const std::vector<size_t>& members);
 
 // A path to a peer: a local interface and the peer address on the same subnet (one cable).
 struct Rail {

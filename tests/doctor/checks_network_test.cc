@@ -124,6 +124,82 @@ TEST(SharedSubnet, WarnAndExplainTwoInterfacesOnOneSubnet) {
   EXPECT_TRUE(contains(f[0].message, "asymmetric routing")) << f[0].message;
 }
 
+Inventory spark_node(const std::string& arp_ignore, const std::string& arp_announce) {
+  // A DGX Spark: the two PCIe halves of one ConnectX-7 port on one subnet, plus management.
+  Inventory inv;
+  inv.interfaces = {iface("lo", "127.0.0.1/8", 65536), iface("enP7s7", "10.0.0.5/24"),
+                    iface("enp1s0f0np0", "198.18.20.1/24"),
+                    iface("enP2p1s0f0np0", "198.18.20.2/24")};
+  add_netdevs(inv);
+  inv.sysctls = {{"net.ipv4.conf.all.rp_filter", "2"},
+                 {"net.ipv4.conf.all.arp_ignore", arp_ignore},
+                 {"net.ipv4.conf.all.arp_announce", arp_announce}};
+  return inv;
+}
+
+TEST(SharedSubnet, SaysThePluginBindsEachHalfWhenArpIsSet) {
+  const Inventory inv = spark_node("1", "2");
+  const Findings f = check_shared_subnets(inv, build_model(inv));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].verdict, Verdict::kOk);
+  EXPECT_TRUE(contains(f[0].subject, "198.18.20.0/24")) << f[0].subject;
+  EXPECT_TRUE(contains(f[0].message, "SO_BINDTODEVICE")) << f[0].message;
+  EXPECT_TRUE(contains(f[0].message, "policy routing")) << f[0].message;
+}
+
+TEST(SharedSubnet, SaysThePluginCannotBindWithDefaultArp) {
+  const Inventory inv = spark_node("0", "0");
+  const Findings f = check_shared_subnets(inv, build_model(inv));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].verdict, Verdict::kWarn);
+  EXPECT_TRUE(contains(f[0].message, "enp1s0f0np0 (arp_ignore=0)")) << f[0].message;
+  EXPECT_TRUE(contains(f[0].message, "everything")) << f[0].message;
+  EXPECT_FALSE(contains(f[0].message, "stripes")) << f[0].message;
+  EXPECT_TRUE(contains(f[0].fix, "net.ipv4.conf.enP2p1s0f0np0.arp_ignore=1")) << f[0].fix;
+  EXPECT_TRUE(contains(f[0].fix, "net.ipv4.conf.enp1s0f0np0.arp_announce=2")) << f[0].fix;
+  EXPECT_TRUE(contains(f[0].fix, "net.ipv4.conf.enp1s0f0np0.rp_filter=2")) << f[0].fix;
+}
+
+TEST(ArpHalves, OkWithoutSharedSubnetsOrWithTheSysctlsSet) {
+  Inventory inv = triangle_node();
+  Findings f = check_arp_halves(inv, build_model(inv));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].verdict, Verdict::kOk);
+  EXPECT_TRUE(contains(f[0].message, "no interfaces share")) << f[0].message;
+  inv = spark_node("1", "2");
+  f = check_arp_halves(inv, build_model(inv));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].verdict, Verdict::kOk);
+  // Per-interface values count too: the kernel applies max(all, <if>).
+  inv = spark_node("0", "0");
+  for (const char* n : {"enp1s0f0np0", "enP2p1s0f0np0"}) {
+    inv.sysctls[std::string("net.ipv4.conf.") + n + ".arp_ignore"] = "2";
+    inv.sysctls[std::string("net.ipv4.conf.") + n + ".arp_announce"] = "2";
+  }
+  f = check_arp_halves(inv, build_model(inv));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].verdict, Verdict::kOk) << f[0].message;
+}
+
+TEST(ArpHalves, WarnsWithTheFixForEachHalf) {
+  for (const auto& [ignore, announce] :
+       {std::pair{"0", "2"}, std::pair{"1", "0"}, std::pair{"8", "2"}}) {
+    const Inventory inv = spark_node(ignore, announce);
+    const Findings f = check_arp_halves(inv, build_model(inv));
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0].verdict, Verdict::kWarn) << ignore << "/" << announce;
+    EXPECT_TRUE(contains(f[0].subject, std::string("enp1s0f0np0 (arp_ignore=") + ignore +
+                                           ", arp_announce=" + announce + ")"))
+        << f[0].subject;
+    EXPECT_TRUE(contains(f[0].fix,
+                         "sysctl -w net.ipv4.conf.enp1s0f0np0.arp_ignore=1 "
+                         "net.ipv4.conf.enp1s0f0np0.arp_announce=2 "
+                         "net.ipv4.conf.enp1s0f0np0.rp_filter=2"))
+        << f[0].fix;
+    EXPECT_FALSE(contains(f[0].subject, "enP7s7")) << f[0].subject;  // management: own subnet
+  }
+}
+
 TEST(LocalMtu, OkAndWarnForSmallMtuOnFastLinks) {
   Inventory inv = triangle_node();
   inv.interfaces[1].speed_mbps = 200000;

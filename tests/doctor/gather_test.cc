@@ -43,12 +43,16 @@ TEST(Gather, ReadsRpFilterAndAcceptLocal) {
   proc.write("sys/net/ipv4/conf/all/accept_local", "0");
   proc.write("sys/net/ipv4/conf/default/rp_filter", "1");
   proc.write("sys/net/ipv4/conf/eth9/rp_filter", "2");
+  proc.write("sys/net/ipv4/conf/eth9/arp_ignore", "1");
+  proc.write("sys/net/ipv4/conf/all/arp_announce", "2");
   Netdev eth9;
   eth9.name = "eth9";
   const auto s = read_ipv4_conf_sysctls(proc.path(), {eth9});
   EXPECT_EQ(s.at("net.ipv4.conf.all.rp_filter"), "1");
   EXPECT_EQ(s.at("net.ipv4.conf.all.accept_local"), "0");
   EXPECT_EQ(s.at("net.ipv4.conf.eth9.rp_filter"), "2");
+  EXPECT_EQ(s.at("net.ipv4.conf.eth9.arp_ignore"), "1");
+  EXPECT_EQ(s.at("net.ipv4.conf.all.arp_announce"), "2");
   EXPECT_EQ(s.count("net.ipv4.conf.eth9.accept_local"), 0u);
 }
 

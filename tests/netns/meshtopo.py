@@ -97,6 +97,31 @@ class Stub:
 
 
 @dataclass
+class Lan:
+    """A shared segment: one bridge in the management namespace, one veth leg per end, every end
+    on one subnet. Models a cable between DGX Spark ports, each port being two PCIe functions
+    (two netdevs) addressed in the same subnet: several ends of one host on one segment."""
+    index: int
+    name: str
+    ends: list  # list[Endpoint]
+    mtu: int | None = None
+
+    @property
+    def bridge(self) -> str:
+        return f"l-{self.name}"
+
+    def leg(self, i: int) -> str:
+        return f"q{self.index}_{i}"
+
+    def hosts(self) -> list[str]:
+        return sorted({e.host for e in self.ends})
+
+    @property
+    def network(self):
+        return self.ends[0].addr.network
+
+
+@dataclass
 class Host:
     name: str
     index: int
@@ -108,10 +133,11 @@ class Iface:
     """One interface of one host as the description defines it."""
     host: str
     ifname: str
-    kind: str                 # "mgmt", "cable", "stub"
+    kind: str                 # "mgmt", "cable", "stub", "lan"
     addrs: list = field(default_factory=list)  # list[IPv4Interface]
     peer_host: str | None = None
     cable: Cable | None = None
+    lan: Lan | None = None
 
 
 def _parse_addr(text: str, where: str) -> ipaddress.IPv4Interface:
@@ -172,6 +198,7 @@ class Topology:
         self.hosts: list[Host] = []
         self.cables: list[Cable] = []
         self.stubs: list[Stub] = []
+        self.lans: list[Lan] = []
         self.extra_addrs: list[Endpoint] = []
         with open(path) as f:
             self._parse(f.read())
@@ -231,12 +258,29 @@ class Topology:
                     raise TopoError(f"{where}: peer= must be up or down")
                 self.stubs.append(Stub(len(self.stubs), e, opts.get("peer", "up") == "up",
                                        _parse_mtu(opts.get("mtu"), where)))
+            elif kw == "lan":
+                if len(args) < 3:
+                    raise TopoError(f"{where}: usage: lan NAME HOST:IF=ADDR/P HOST:IF=ADDR/P... [mtu=N]")
+                name = args[0]
+                if not re.match(r"^[a-z0-9]{1,10}$", name):
+                    raise TopoError(f"{where}: bad lan name {name!r} (1-10 of a-z0-9)")
+                ends = [_parse_endpoint(t, where, True) for t in args[1:] if ":" in t]
+                opts = _parse_options([t for t in args[1:] if ":" not in t], {"mtu"}, where)
+                nets = {e.addr.network for e in ends}
+                if len(nets) != 1:
+                    raise TopoError(f"{where}: the ends of a lan share one subnet "
+                                    f"({', '.join(e.addr.with_prefixlen for e in ends)})")
+                if len({e.host for e in ends}) < 2:
+                    raise TopoError(f"{where}: a lan joins at least two hosts")
+                if any(l.name == name for l in self.lans):
+                    raise TopoError(f"{where}: lan {name!r} defined twice")
+                self.lans.append(Lan(len(self.lans), name, ends, _parse_mtu(opts.get("mtu"), where)))
             elif kw == "addr":
                 if len(args) != 1:
                     raise TopoError(f"{where}: usage: addr HOST:IF=ADDR/P")
                 self.extra_addrs.append(_parse_endpoint(args[0], where, True))
             else:
-                raise TopoError(f"{where}: unknown keyword {kw!r} (mgmt, host, cable, stub, addr)")
+                raise TopoError(f"{where}: unknown keyword {kw!r} (mgmt, host, cable, stub, lan, addr)")
         # Management addresses: explicit, or network + index + 1 in declaration order.
         for (where, name, explicit), host in zip(host_lines, self.hosts):
             if explicit:
@@ -268,25 +312,33 @@ class Topology:
                 self._claim(seen, ep, "cable")
         for s in self.stubs:
             self._claim(seen, s.end, "stub")
+        for l in self.lans:
+            for ep in l.ends:
+                self._claim(seen, ep, "lan")
         for ep in self.extra_addrs:
             if (ep.host, ep.ifname) not in seen and ep.ifname != MGMT_IF:
                 raise TopoError(f"{self.path}: addr {ep.host}:{ep.ifname}: no such interface")
         # Subnets: no two interfaces of one host overlap; cable subnets are unique mesh-wide.
         for h in self.hosts:
             nets = [(i.ifname, a.network) for i in self.ifaces(h.name) for a in i.addrs]
+            lan_of = {i.ifname: i.lan.name for i in self.ifaces(h.name) if i.lan}
             for x in range(len(nets)):
                 for y in range(x + 1, len(nets)):
-                    if nets[x][1].overlaps(nets[y][1]):
+                    same_lan = lan_of.get(nets[x][0]) is not None and \
+                        lan_of.get(nets[x][0]) == lan_of.get(nets[y][0])
+                    if nets[x][1].overlaps(nets[y][1]) and not same_lan:
                         raise TopoError(f"{self.path}: host {h.name}: {nets[x][0]} {nets[x][1]} "
                                         f"overlaps {nets[y][0]} {nets[y][1]}")
-        for x in range(len(self.cables)):
-            for y in range(x + 1, len(self.cables)):
-                n1, n2 = self.cables[x].a.addr.network, self.cables[y].a.addr.network
+        links = [(c.name, c.a.addr.network) for c in self.cables] + \
+            [(f"lan {l.name}", l.network) for l in self.lans]
+        for x in range(len(links)):
+            for y in range(x + 1, len(links)):
+                n1, n2 = links[x][1], links[y][1]
                 if n1.overlaps(n2):
-                    raise TopoError(f"{self.path}: cables {self.cables[x].name} and "
-                                    f"{self.cables[y].name} share subnet space ({n1}, {n2})")
-            if self.cables[x].a.addr.network.overlaps(self.mgmt_net):
-                raise TopoError(f"{self.path}: cable {self.cables[x].name} overlaps the "
+                    raise TopoError(f"{self.path}: cables {links[x][0]} and "
+                                    f"{links[y][0]} share subnet space ({n1}, {n2})")
+            if links[x][1].overlaps(self.mgmt_net):
+                raise TopoError(f"{self.path}: cable {links[x][0]} overlaps the "
                                 f"management subnet {self.mgmt_net}")
 
     def _claim(self, seen, ep: Endpoint, what: str) -> None:
@@ -301,6 +353,8 @@ class Topology:
             yield c.b
         for s in self.stubs:
             yield s.end
+        for l in self.lans:
+            yield from l.ends
         yield from self.extra_addrs
 
     # -- queries --------------------------------------------------------------------------------
@@ -334,8 +388,11 @@ class Topology:
     def cables_of(self, host: str) -> list[Cable]:
         return [c for c in self.cables if host in (c.a.host, c.b.host)]
 
+    def lans_between(self, x: str, y: str) -> list[Lan]:
+        return [l for l in self.lans if x in l.hosts() and y in l.hosts()]
+
     def adjacent(self, x: str, y: str) -> bool:
-        return bool(self.cables_between(x, y))
+        return bool(self.cables_between(x, y) or self.lans_between(x, y))
 
     def ifaces(self, host: str) -> list[Iface]:
         """Every interface the description gives `host`, with all of its addresses."""
@@ -347,6 +404,12 @@ class Topology:
         for s in self.stubs:
             if s.end.host == host:
                 out.append(Iface(host, s.end.ifname, "stub", [s.end.addr] if s.end.addr else []))
+        for l in self.lans:
+            others = [h for h in l.hosts() if h != host]
+            for e in l.ends:
+                if e.host == host:
+                    out.append(Iface(host, e.ifname, "lan", [e.addr],
+                                     others[0] if len(others) == 1 else None, lan=l))
         by_name = {i.ifname: i for i in out}
         for ep in self.extra_addrs:
             if ep.host == host:
@@ -383,6 +446,10 @@ class Topology:
                        "addr": s.end.addr.with_prefixlen if s.end.addr else None,
                        "peer": f"{self.mgmt_ns}:{s.peer_name}",
                        "peer_up": s.peer_up} for s in self.stubs],
+            "lans": [{"name": l.name, "subnet": str(l.network), "mtu": l.mtu,
+                      "bridge": f"{self.mgmt_ns}:{l.bridge}",
+                      "ends": [{"host": e.host, "ifname": e.ifname, "addr": e.addr.with_prefixlen}
+                               for e in l.ends]} for l in self.lans],
         }
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -440,6 +507,21 @@ class Topology:
                 add_addr(run, ns, s.end.ifname, s.end.addr)
             if s.peer_up:
                 run("ip", "-n", self.mgmt_ns, "link", "set", s.peer_name, "up")
+        # Lans: a bridge in the management namespace, one veth leg per end.
+        for l in self.lans:
+            run("ip", "-n", self.mgmt_ns, "link", "add", "name", l.bridge, "type", "bridge",
+                "stp_state", "0", "forward_delay", "0")
+            run("ip", "-n", self.mgmt_ns, "link", "set", l.bridge, "up")
+            for i, e in enumerate(l.ends):
+                ns = self.ns(e.host)
+                run("ip", "link", "add", "name", e.ifname, "netns", ns, "type", "veth",
+                    "peer", "name", l.leg(i), "netns", self.mgmt_ns)
+                if l.mtu:
+                    run("ip", "-n", ns, "link", "set", e.ifname, "mtu", str(l.mtu))
+                    run("ip", "-n", self.mgmt_ns, "link", "set", l.leg(i), "mtu", str(l.mtu))
+                run("ip", "-n", self.mgmt_ns, "link", "set", l.leg(i), "master", l.bridge, "up")
+                add_addr(run, ns, e.ifname, e.addr)
+                run("ip", "-n", ns, "link", "set", e.ifname, "up")
         for ep in self.extra_addrs:
             add_addr(run, self.ns(ep.host), ep.ifname, ep.addr)
         for c in self.cables:
@@ -486,7 +568,8 @@ class Topology:
                 rows.append({"host": h.name, "ifname": name,
                              "kind": i.kind if i else "other",
                              "peer_host": i.peer_host if i else None,
-                             "cable": i.cable.name if i and i.cable else None, **st})
+                             "cable": i.cable.name if i and i.cable else
+                             (f"lan {i.lan.name}" if i and i.lan else None), **st})
         return rows
 
     def live(self, host: str) -> str:
@@ -667,6 +750,8 @@ def check(topo: Topology, verbose: bool = True) -> list[str]:
                         continue
                     if i.kind == "cable" and i.peer_host == h and a == i.cable.end(o).addr:
                         reach.append(str(a.ip))  # o's end of a cable to h
+                    elif i.kind == "lan" and h in i.lan.hosts():
+                        reach.append(str(a.ip))  # o's end of a lan h is on
                     else:
                         unreach.append(str(a.ip))  # h has no cable into that subnet
         res = probe_from(topo, h, reach + unreach)

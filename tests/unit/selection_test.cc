@@ -197,7 +197,7 @@ TEST(GroupDevices, GroupsPciNicsByNumaNodeAndVirtualsTogether) {
   EXPECT_EQ(d[0].name, "mesh0:eth0+eth2");
   EXPECT_EQ(d[0].pci_path, pa);  // first member's
   EXPECT_EQ(d[0].numa_node, 0);
-  EXPECT_EQ(d[0].speed_mbps, 200000);  // fastest member, not the sum
+  EXPECT_EQ(d[0].speed_mbps, 200000);  // fastest cable: separate subnets are not summed
   EXPECT_EQ(d[0].members, (std::vector<size_t>{0, 2}));
 
   EXPECT_EQ(d[1].name, "mesh1:eth1");
@@ -281,6 +281,26 @@ TEST(GroupDevices, KnownSpeedWinsOverUnknownMembers) {
   const std::vector<NetDevice> d = group_devices(used);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].speed_mbps, 40000);
+}
+
+TEST(GroupDevices, HalvesOfOnePortAddUpDifferentCablesDoNot) {
+  // A DGX Spark: two ports, each two PCIe functions on one subnet, all on NUMA node 0. A
+  // connection to one peer stripes over both halves of the cable to it: 2 x 100G. The other
+  // port's cable goes to another peer: not added.
+  const std::vector<Interface> used = {
+      pci_nic("p0a", ip(10, 0, 5, 1), 24, "/p/0", 0, 100000),
+      pci_nic("p0b", ip(10, 0, 5, 2), 24, "/p/1", 0, 100000),
+      pci_nic("p1a", ip(10, 0, 6, 1), 24, "/p/2", 0, 100000),
+      pci_nic("p1b", ip(10, 0, 6, 2), 24, "/p/3", 0, 100000),
+      pci_nic("p1b", ip(10, 0, 6, 9), 24, "/p/3", 0, 100000),  // 2nd address: same link
+  };
+  const std::vector<NetDevice> d = group_devices(used);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].speed_mbps, 200000);
+  EXPECT_EQ(speed_to_one_peer(used, {0}), 100000);
+  EXPECT_EQ(speed_to_one_peer(used, {0, 2}), 100000);
+  EXPECT_EQ(speed_to_one_peer(used, {2, 3, 4}), 200000);
+  EXPECT_EQ(speed_to_one_peer(used, {}), 0);
 }
 
 TEST(GroupDevices, SlowerThan10GIsReportedAsIs) {
@@ -417,6 +437,23 @@ TEST(ChooseRails, TwoPcieHalvesOnOneSubnetPairDistinctPeerAddresses) {
   const std::vector<Ipv4Prefix> peer = {{ip(10, 0, 5, 3), 24}, {ip(10, 0, 5, 4), 24}};
   expect_rails(choose_rails(local, peer), {{0, ip(10, 0, 5, 1), 24, ip(10, 0, 5, 3)},
                                            {1, ip(10, 0, 5, 2), 24, ip(10, 0, 5, 4)}});
+}
+
+TEST(ChooseRails, TwoCablesTimesTwoHalvesAreFourRails) {
+  // Two Spark ports cabled to the same peer, each port two same-subnet halves: rails over
+  // halves and over cables combine, one per local netdev, each to a distinct peer address on
+  // its cable (issue 16). Peer addresses listed cable by cable, in the peer's order.
+  const std::vector<Interface> local = {
+      nic("p0a", ip(10, 0, 5, 1), 24), nic("p0b", ip(10, 0, 5, 2), 24),
+      nic("p1a", ip(10, 0, 6, 1), 24), nic("p1b", ip(10, 0, 6, 2), 24)};
+  const std::vector<Ipv4Prefix> peer = {
+      {ip(10, 0, 6, 3), 24}, {ip(10, 0, 5, 3), 24}, {ip(10, 0, 6, 4), 24}, {ip(10, 0, 5, 4), 24}};
+  expect_rails(choose_rails(local, peer), {{0, ip(10, 0, 5, 1), 24, ip(10, 0, 5, 3)},
+                                           {1, ip(10, 0, 5, 2), 24, ip(10, 0, 5, 4)},
+                                           {2, ip(10, 0, 6, 1), 24, ip(10, 0, 6, 3)},
+                                           {3, ip(10, 0, 6, 2), 24, ip(10, 0, 6, 4)}});
+  // Preferring the device that holds both ports keeps all four.
+  EXPECT_EQ(choose_rails(local, peer, {0, 1, 2, 3}).size(), 4u);
 }
 
 TEST(ChooseRails, PeerAddressIsReusedOnlyWhenItIsTheOnlyOne) {

@@ -31,6 +31,7 @@ Findings run_local_checks(const Inventory& inv, const Model& m) {
   add(check_shared_subnets(inv, m));
   add(check_local_mtu(inv, m));
   add(check_rp_filter(inv, m));
+  add(check_arp_halves(inv, m));
   add(check_accept_local(inv, m));
   add(check_rdma_core(inv));
   add(check_roce_gids(inv, m));

@@ -34,6 +34,7 @@ Findings check_ipv4_addresses(const Inventory& inv, const Model& m);   // netdev
 Findings check_shared_subnets(const Inventory& inv, const Model& m);   // two netdevs, one subnet
 Findings check_local_mtu(const Inventory& inv, const Model& m);        // jumbo frames on fast links
 Findings check_rp_filter(const Inventory& inv, const Model& m);
+Findings check_arp_halves(const Inventory& inv, const Model& m);  // arp_ignore/announce, halves
 Findings check_accept_local(const Inventory& inv, const Model& m);
 
 // RDMA checks (checks_rdma.cc).

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "tools/doctor/checks.h"
+#include "util/device_binding.h"
 
 namespace mesh::doctor {
 namespace {
@@ -71,6 +72,29 @@ bool shares_subnet(const Inventory& inv, const Interface& itf) {
     }
   }
   return false;
+}
+
+// The kernel applies max(conf.all, conf.<if>) for arp_ignore, arp_announce and rp_filter.
+int effective_sysctl(const Inventory& inv, const std::string& ifname, const char* key) {
+  return std::max(sysctl_int(inv, "all", key), sysctl_int(inv, ifname, key));
+}
+
+// What the plugin's handshake service does with a socket on `itf`'s address: the plugin's own
+// decision (util/device_binding.h) over the inventory instead of getifaddrs and /proc.
+DeviceBinding binding_of(const Inventory& inv, const Interface& itf) {
+  std::vector<LocalAddress> all;
+  for (const Interface& i : inv.interfaces) all.push_back({i.name, i.addr, i.up});
+  return decide_device_binding(itf.addr.addr, all, [&](const std::string& n) {
+    return effective_sysctl(inv, n, "arp_ignore");
+  });
+}
+
+std::vector<std::string> distinct_names(const std::vector<const Interface*>& group) {
+  std::vector<std::string> names;
+  for (const Interface* i : group) {
+    if (std::find(names.begin(), names.end(), i->name) == names.end()) names.push_back(i->name);
+  }
+  return names;
 }
 
 std::string subnet_of(const std::vector<const Interface*>& group) {
@@ -165,16 +189,43 @@ Findings check_shared_subnets(const Inventory& inv, const Model& m) {
   const char* id = "shared-subnet";
   Findings out;
   for (const auto& g : shared_subnet_groups(inv)) {
-    std::vector<std::string> members;
-    for (const Interface* i : g) members.push_back(label(*i));
+    std::vector<std::string> members, unbound;
+    for (const Interface* i : g) {
+      members.push_back(label(*i));
+      const DeviceBinding b = binding_of(inv, *i);
+      if (b.action != DeviceBinding::Action::kBind &&
+          std::find(unbound.begin(), unbound.end(), i->name) == unbound.end()) {
+        unbound.push_back(i->name + " (arp_ignore=" + std::to_string(b.arp_ignore) + ")");
+      }
+    }
+    const std::string cables =
+        " If they are different cables rather than halves of one port, give each its own "
+        "subnet: one subnet per cable";
+    if (unbound.empty()) {
+      out.push_back(
+          {id, Verdict::kOk, subnet_of(g) + ": " + join(members),
+           "several interfaces on one subnet (the two PCIe halves of a DGX Spark ConnectX-7 "
+           "port): the plugin binds each rail's TCP sockets to its own interface "
+           "(SO_BINDTODEVICE; the listener too, so replies follow), so both halves carry traffic "
+           "in both directions (RDMA: each half is its own RDMA device and GID). Should "
+           "setsockopt fail (Linux < 5.7 without CAP_NET_RAW), the plugin WARNs with the policy "
+           "routing to add." +
+               cables,
+           ""});
+      continue;
+    }
     out.push_back(
         {id, Verdict::kWarn, subnet_of(g) + ": " + join(members),
-         "several interfaces on one subnet. Fine when they are rails to the same peer (the two "
-         "PCIe halves of a DGX Spark ConnectX-7 port; the plugin stripes over them). If they "
-         "are different cables, replies leave through whichever interface the routing table "
-         "lists first (asymmetric routing) and strict rp_filter drops the rest",
-         "different cables: give each its own subnet (198.18.1.0/24, 198.18.2.0/24, ...); "
-         "rails to one peer: keep them and set rp_filter=2 on each"});
+         "several interfaces on one subnet. For the two PCIe halves of a DGX Spark ConnectX-7 "
+         "port the plugin binds each rail's sockets to its own interface, but only where the "
+         "interface answers ARP for its own addresses alone; not on " +
+             join(unbound) +
+             ", so over TCP this host sends everything for the subnet through the interface "
+             "the routing table lists first (asymmetric routing; half the port unused; `ip "
+             "route get <peer address>` shows which) and strict rp_filter drops the rest." +
+             cables,
+         "halves of one port: " + halves_sysctl_fix(distinct_names(g)) +
+             "  (persist in /etc/sysctl.d/90-nccl-mesh.conf)"});
   }
   if (out.empty()) out.push_back({id, Verdict::kOk, "", "every interface has its own subnet", ""});
   return out;
@@ -244,6 +295,41 @@ Findings check_rp_filter(const Inventory& inv, const Model& m) {
   return out;
 }
 
+Findings check_arp_halves(const Inventory& inv, const Model& m) {
+  (void)m;
+  const char* id = "arp-halves";
+  Findings out;
+  std::vector<std::string> checked;
+  for (const auto& g : shared_subnet_groups(inv)) {
+    std::vector<std::string> bad;
+    for (const std::string& n : distinct_names(g)) {
+      checked.push_back(n);
+      const int ignore = effective_sysctl(inv, n, "arp_ignore");
+      const int announce = effective_sysctl(inv, n, "arp_announce");
+      if (!arp_ignore_pins_halves(ignore) || announce != 2) {
+        bad.push_back(n + " (arp_ignore=" + std::to_string(ignore) +
+                      ", arp_announce=" + std::to_string(announce) + ")");
+      }
+    }
+    if (bad.empty()) continue;
+    out.push_back(
+        {id, Verdict::kWarn, subnet_of(g) + ": " + join(bad),
+         "interfaces on one subnet answer ARP for each other's addresses (arp_ignore not 1/2) "
+         "or announce another interface's address (arp_announce not 2): peers then send to the "
+         "wrong half, and the plugin cannot bind its sockets to the halves (it keeps them "
+         "unbound, so everything leaves through one half)",
+         halves_sysctl_fix(distinct_names(g)) + "  (persist in /etc/sysctl.d/90-nccl-mesh.conf)"});
+  }
+  if (out.empty()) {
+    out.push_back({id, Verdict::kOk, join(checked),
+                   checked.empty() ? "no interfaces share a subnet"
+                                   : "arp_ignore 1/2 and arp_announce 2 on every interface that "
+                                     "shares a subnet",
+                   ""});
+  }
+  return out;
+}
+
 Findings check_accept_local(const Inventory& inv, const Model& m) {
   (void)m;
   const char* id = "accept-local";
@@ -260,7 +346,8 @@ Findings check_accept_local(const Inventory& inv, const Model& m) {
     }
     if (off.empty()) continue;
     std::string keys;
-    for (const std::string& n : off) keys.append(" ").append(sysctl_key(n, "accept_local")).append("=1");
+    for (const std::string& n : off)
+      keys.append(" ").append(sysctl_key(n, "accept_local")).append("=1");
     out.push_back(
         {id, Verdict::kWarn, subnet_of(g) + ": " + join(off),
          "accept_local=0 on interfaces that share a subnet: if both ends of a cable "

@@ -84,7 +84,7 @@ std::map<std::string, std::string> read_ipv4_conf_sysctls(const std::string& pro
   std::vector<std::string> scopes = {"all", "default"};
   for (const Netdev& n : netdevs) scopes.push_back(n.name);
   for (const std::string& scope : scopes) {
-    for (const char* key : {"rp_filter", "accept_local"}) {
+    for (const char* key : {"rp_filter", "accept_local", "arp_ignore", "arp_announce"}) {
       const auto v = topology::read_first_line(proc_root + "/sys/net/ipv4/conf/" + scope + "/" + key);
       if (v) out["net.ipv4.conf." + scope + "." + key] = *v;
     }

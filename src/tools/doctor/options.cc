@@ -30,6 +30,7 @@ constexpr const char* kFooter = R"(CHECKS
                    halves of a DGX Spark port, or asymmetric routing)
   mtu              jumbo frames on fast links; with --probe, both ends of every cable
   rp-filter        strict reverse-path filtering (net.ipv4.conf.{all,IF}.rp_filter=1)
+  arp-halves       arp_ignore=1, arp_announce=2 on interfaces that share a subnet
   accept-local     needed only when both ends of a cable are in one host
   rdma-core        libibverbs.so.1 loadable, RDMA devices and /dev/infiniband/uverbs*
   roce-gid         a RoCE v2 GID (::ffff:a.b.c.d) for every RDMA port's IPv4 address;
