@@ -13,16 +13,10 @@
 #include <cstring>
 #include <thread>
 
+#include "util/socket_util.h"
+
 namespace mesh::bench {
 namespace {
-
-sockaddr_in make_addr(uint32_t addr, uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(addr);
-  sa.sin_port = htons(port);
-  return sa;
-}
 
 std::string errno_text(const char* call) {
   return fmt::format("{}: {}", call, std::strerror(errno));
@@ -74,7 +68,7 @@ Fd tcp_listen(uint32_t addr, uint16_t port, int backlog, uint16_t* bound_port) {
   if (!fd) throw setup_error(errno_text("socket"));
   const int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const sockaddr_in sa = make_addr(addr, port);
+  const sockaddr_in sa = make_sockaddr(addr, port);
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
     throw setup_error(fmt::format("bind {}: {}", format_endpoint(sa), std::strerror(errno)));
   }
@@ -89,13 +83,13 @@ uint16_t local_port(int fd) {
 
 Fd tcp_connect(uint32_t local, uint32_t peer_addr, uint16_t port, bool retry_refused,
                Waiter& waiter) {
-  const sockaddr_in peer = make_addr(peer_addr, port);
+  const sockaddr_in peer = make_sockaddr(peer_addr, port);
   for (;;) {
     Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) throw setup_error(errno_text("socket"));
     if (local != 0) {
       // Pin the source address: the baseline must leave through the cable the plugin uses.
-      const sockaddr_in src = make_addr(local, 0);
+      const sockaddr_in src = make_sockaddr(local, 0);
       if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&src), sizeof src) != 0) {
         throw setup_error(fmt::format("bind {}: {}", format_endpoint(src), std::strerror(errno)));
       }
