@@ -114,7 +114,9 @@ class NetAdapter final : public NetApi {
     if constexpr (V >= 9) {
       out->has_v9_fields = true;
       out->force_flush = p.forceFlush;
-      out->vprops = p.vProps;
+      static_assert(sizeof(p.vProps.devs) <= sizeof(out->vprops.devs));
+      out->vprops.ndevs = p.vProps.ndevs;
+      std::memcpy(out->vprops.devs, p.vProps.devs, sizeof(p.vProps.devs));
       out->max_p2p_bytes = p.maxP2pBytes;
       out->max_coll_bytes = p.maxCollBytes;
     }

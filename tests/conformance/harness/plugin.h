@@ -35,7 +35,7 @@ struct DeviceProps {
   int net_device_version = -1;
   bool has_v9_fields = false;  // forceFlush, vProps, maxP2pBytes, maxCollBytes
   int force_flush = 0;
-  ncclNetVDeviceProps_v11_t vprops{};
+  ncclNetVDeviceProps_v12_t vprops{};  // the widest (v12: 8 devices); v9-v11 fill 4
   size_t max_p2p_bytes = 0;
   size_t max_coll_bytes = 0;
   bool has_max_multi_request_size = false;  // v11
