@@ -17,6 +17,18 @@
 #                                        runtime they need into DIR, nothing run)
 #   GPU_E2E_PREBUILT=DIR scripts/gpu-e2e.sh OUTDIR   (on the GPU machine: no build step)
 #
+# Another NCCL (issue 17: NCCL 2.30, which loads the plugin as ncclNetPlugin_v12). The GPU machine
+# reaches no network, so bring NCCL's source along (e.g. a `git archive` of NVIDIA/nccl at tag
+# v2.30.7-1 unpacked inside the repository's working tree), then on the GPU machine:
+#   scripts/gpu-e2e.sh --build-nccl SRC [DEST]   (make src.build for CUDA_ARCHS only, into DEST,
+#                                                 default SRC/build; a few minutes on 16 cores)
+#   scripts/gpu-e2e.sh --nccl DEST OUTDIR        (= NCCL_HOME=DEST: tests/gpu built against it,
+#                                                 its lib/ first on the loader path)
+# The nccl-version step then expects the version in DEST/include/nccl.h on every rank of the
+# check and bench steps, and "Loaded net plugin Mesh (vN)" with the ABI that NCCL probes first
+# (v12 for 2.30, v11 for 2.28/2.29, ...). PyTorch may bring its own NCCL: with --nccl its rank
+# logs are listed, not required to match.
+#
 # Knobs (environment): PYTHON (python3), NCCL_HOME (default: the nvidia.nccl wheel of $PYTHON),
 # GPU_E2E_BUILD (build dir, default <repo>/build-gpu-e2e), CUDA_ARCHS (90), GPU_E2E_BUDGET_S
 # (570: the whole run), CHECK_RANKS (2,3,4), CHECK_PROTOS (Simple,LL,LL128),
@@ -25,6 +37,35 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${GPU_E2E_BUILD:-$ROOT/build-gpu-e2e}
+
+if [[ ${1:-} == --build-nccl ]]; then
+  SRC=${2:?usage: $0 --build-nccl NCCL_SOURCE_DIR [DEST]}
+  SRC=$(cd "$SRC" && pwd) || exit 1
+  DEST=${3:-$SRC/build}
+  [[ -f "$SRC/makefiles/version.mk" ]] || { echo "$SRC is not an NCCL source tree" >&2; exit 1; }
+  nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+  cuda_home=$(cd "$(dirname "$nvcc")/.." && pwd)
+  gencode=""
+  for arch in ${CUDA_ARCHS//,/ }; do gencode+=" -gencode=arch=compute_$arch,code=sm_$arch"; done
+  [[ -n "$gencode" ]] || gencode="-gencode=arch=compute_90,code=sm_90"
+  echo "building NCCL $(grep -E '^NCCL_(MAJOR|MINOR|PATCH)' "$SRC/makefiles/version.mk" |
+    awk '{printf "%s%s", sep, $3; sep="."}') from $SRC into $DEST ($gencode)"
+  make -C "$SRC" -j "$(nproc)" src.build BUILDDIR="$DEST" CUDA_HOME="$cuda_home" \
+    NVCC_GENCODE="${gencode# }" || exit 1
+  ls -l "$DEST/lib" "$DEST/include/nccl.h" || exit 1
+  echo "now: $0 --nccl $DEST OUTDIR"
+  exit 0
+fi
+
+NCCL_FROM_OPTION=0
+if [[ ${1:-} == --nccl ]]; then
+  NCCL_HOME=$(cd "${2:?usage: $0 --nccl NCCL_DIR OUTDIR}" && pwd) || exit 2
+  [[ -f "$NCCL_HOME/include/nccl.h" && -d "$NCCL_HOME/lib" ]] ||
+    { echo "$NCCL_HOME has no include/nccl.h and lib/" >&2; exit 2; }
+  export NCCL_HOME
+  NCCL_FROM_OPTION=1
+  shift 2
+fi
 
 if [[ ${1:-} == --prebuild ]]; then
   DEST=${2:?usage: $0 --prebuild DIR}
@@ -197,17 +238,49 @@ else
   echo "== build failed: nothing else run"
 fi
 
-# ---- NCCL version: every rank must have run 2.28.9 ---------------------------------------------
+# ---- NCCL version: every rank must have run the expected NCCL, the plugin at its newest ABI ----
+# Expected: the version in $NCCL_HOME/include/nccl.h (2.28.9 for the venv's wheel), and the ABI
+# that version probes first (docs: README "NCCL and RCCL versions").
+nccl_header_version() {
+  awk '/^#define NCCL_(MAJOR|MINOR|PATCH) / {v[$2]=$3}
+       END {if (v["NCCL_MAJOR"] != "") print v["NCCL_MAJOR"] "." v["NCCL_MINOR"] "." v["NCCL_PATCH"]}' \
+    "$NCCL_HOME/include/nccl.h" 2>/dev/null
+}
+abi_for_nccl() {  # MAJOR.MINOR.PATCH -> the ncclNetPlugin_vN it loads from this plugin
+  local minor
+  minor=$(cut -d. -f2 <<<"$1")
+  if ((minor >= 30)); then echo 12; elif ((minor >= 28)); then echo 11
+  elif ((minor >= 26)); then echo 10; elif ((minor >= 24)); then echo 9
+  elif ((minor >= 20)); then echo 8; elif ((minor == 19)); then echo 7; else echo 6; fi
+}
+export EXPECT_NCCL=${NCCL_EXPECT_VERSION:-$(nccl_header_version)}
+EXPECT_NCCL=${EXPECT_NCCL:-2.28.9}
+EXPECT_ABI=$(abi_for_nccl "$EXPECT_NCCL")
+export EXPECT_ABI
+# With --nccl, PyTorch's ranks may run the NCCL PyTorch ships: listed, not required.
+export VERSION_DIRS="$OUT"
+((NCCL_FROM_OPTION)) && VERSION_DIRS="$OUT/check $OUT/bench"
 check_version() {
-  local versions
-  versions=$(grep -rhoE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' "$OUT" --include='rank*.log' |
+  local versions loaded d
+  echo "expected: NCCL $EXPECT_NCCL, plugin loaded as v$EXPECT_ABI (ranks under $VERSION_DIRS)"
+  for d in $VERSION_DIRS; do [[ -d $d ]] || echo "missing $d"; done
+  versions=$(grep -rhoE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' $VERSION_DIRS --include='rank*.log' |
     sort | uniq -c)
-  if [[ -z "$versions" ]]; then
-    echo "no \"NCCL version\" line in any rank log under $OUT"
+  loaded=$(grep -rhoE 'Loaded net plugin Mesh \(v[0-9]+\)' $VERSION_DIRS --include='rank*.log' |
+    sort | uniq -c)
+  if [[ "$VERSION_DIRS" != "$OUT" && -d "$OUT/torch" ]]; then
+    echo "PyTorch ranks (not checked):"
+    grep -rhoE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+|Loaded net plugin Mesh \(v[0-9]+\)' \
+      "$OUT/torch" --include='rank*.log' | sort | uniq -c
+  fi
+  if [[ -z "$versions" || -z "$loaded" ]]; then
+    echo "no \"NCCL version\" or \"Loaded net plugin Mesh\" line in the rank logs"
     return 1
   fi
   echo "$versions"
-  ! grep -qv 'NCCL version 2\.28\.9$' <<<"$versions"
+  echo "$loaded"
+  ! grep -qv "NCCL version ${EXPECT_NCCL//./\\.}\$" <<<"$versions" &&
+    ! grep -qv "Loaded net plugin Mesh (v$EXPECT_ABI)\$" <<<"$loaded"
 }
 run_step nccl-version 20 check_version
 

@@ -39,7 +39,7 @@ LANE_NAMES = {"release": "release", "asan": "ASan+UBSan", "tsan": "TSan"}
 # Tests that are not namespace cases: (fault or bad input, ctest name regex, what the plugin does
 # (= what the test asserts), time to error, leak check). Results come from the ctest lines.
 CTEST_ROWS = [
-    ("Peer process SIGKILLed mid-transfer (two processes over loopback, every ABI v8-v11)",
+    ("Peer process SIGKILLed mid-transfer (two processes over loopback, every ABI v6-v12)",
      r"PeerDeathTest\.KilledPeerFailsPendingRequestsInBoundedTime",
      "the pending receive and the sends after the kill fail (no hang) with a WARN; further sends "
      "on the dead comm fail; closeSend/closeRecv of the dead comms return within 1 s; the process "
@@ -48,18 +48,18 @@ CTEST_ROWS = [
      "sanitizer lanes (LeakSanitizer at exit, TSan)"),
     ("Malformed handles: 64 random, every truncation, every bit flipped, every byte replaced "
      "(~1300)",
-     r"BadInputTest\.MalformedHandlesAreRejectedOnTheFirstCall",
+     r"BadHandleTest\.MalformedHandlesAreRejectedOnTheFirstCall",
      "connect() fails on its first call (never a comm), each with a WARN naming the field; the "
      "listener whose handle was mangled still accepts the real one",
      "first call, < 200 ms asserted", "sanitizer lanes"),
     ("Forged nonce (a handle valid in every field, checksum included, but another nonce: a stale "
      "handle or an impostor)",
-     r"BadInputTest\.WrongNonceIsRefusedWithinTheConnectTimeout",
+     r"BadHandleTest\.WrongNonceIsRefusedWithinTheConnectTimeout",
      "the listener refuses it; connect() fails with a WARN; nothing reaches the listener's "
      "accept(); a real connect afterwards works",
      "<= NCCL_MESH_CONNECT_TIMEOUT_MS (2 s in the suite) + 3 s asserted", "sanitizer lanes"),
     ("Connect to a listener that was closed",
-     r"BadInputTest\.ConnectToAClosedListenerFails",
+     r"BadHandleTest\.ConnectToAClosedListenerFails",
      "connect() fails with a WARN; other connections keep working",
      "<= NCCL_MESH_CONNECT_TIMEOUT_MS + 3 s asserted", "sanitizer lanes"),
     ("Garbage, resets, half-open and partial-handshake clients on the handshake port (no traffic "
@@ -116,7 +116,7 @@ SOFTROCE_ROWS = [
      "block; once the link is up again a new peer connects and moves data over it",
      "within the test's 10 s budget (3 x the QP retry time, at least 10 s)", "cut", SR_LEAKS),
     ("Peer process SIGKILLed mid-transfer over RDMA (Soft-RoCE VM, two processes, every ABI "
-     "v8-v11)",
+     "v6-v12)",
      r"PeerDeathTest\.",
      "the receive pending at the kill and the sends after it fail (no hang) with a WARN: the dead "
      "process's kernel closes the connection's TCP control socket, and after a 0.5 s grace (its "
@@ -126,7 +126,7 @@ SOFTROCE_ROWS = [
      "<= 10 s x MESH_CONF_TIME_SCALE asserted (not printed; the per-VM times are the whole "
      "test: transfers, kill, error, close, new peer)", "test", SR_LEAKS),
     ("GPU receive flush over RDMA (buffers registered as NCCL_PTR_CUDA, host memory standing in; "
-     "Soft-RoCE VM, every ABI v8-v11)",
+     "Soft-RoCE VM, every ABI v6-v12)",
      r"TransferTest\.GpuReceivesAreFlushedOnRdma",
      "iflush after each non-empty receive (5 of 6 messages, 1 B to 1 MiB+3) is a real request: a "
      "1-byte RDMA READ of the buffer on a loopback QP, tested to completion; the data is intact",

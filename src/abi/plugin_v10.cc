@@ -14,7 +14,7 @@ ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* /*config*/, void* han
 }
 
 ncclResult_t get_properties_v10(int dev, ncclNetProperties_v10_t* props) {
-  return fill_properties_v9plus(dev, props);
+  return fill_properties(dev, props);
 }
 
 }  // namespace
@@ -23,25 +23,25 @@ ncclResult_t get_properties_v10(int dev, ncclNetProperties_v10_t* props) {
 // The symbol NCCL looks up with dlsym: an exported data object of the table type.
 extern "C" {
 __attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = {
-    "Mesh",
-    mesh::abi::init_v10,
-    mesh::abi::devices,
-    mesh::abi::get_properties_v10,
-    mesh::abi::legacy_listen,
-    mesh::abi::connect_v10,
-    mesh::abi::accept,
-    mesh::abi::reg_mr,
-    mesh::abi::reg_mr_dmabuf,
-    mesh::abi::dereg_mr,
-    mesh::abi::isend_v10plus,
-    mesh::abi::irecv_v10plus,
-    mesh::abi::iflush,
-    mesh::abi::test,
-    mesh::abi::close_send,
-    mesh::abi::close_recv,
-    mesh::abi::close_listen,
-    nullptr,  // getDeviceMr
-    nullptr,  // irecvConsumed
-    nullptr,  // makeVDevice
+    .name = "Mesh",
+    .init = mesh::abi::init_v10,
+    .devices = mesh::abi::devices,
+    .getProperties = mesh::abi::get_properties_v10,
+    .listen = mesh::abi::legacy_listen,
+    .connect = mesh::abi::connect_v10,
+    .accept = mesh::abi::accept,
+    .regMr = mesh::abi::reg_mr,
+    .regMrDmaBuf = mesh::abi::reg_mr_dmabuf,
+    .deregMr = mesh::abi::dereg_mr,
+    .isend = mesh::abi::isend_v10plus,
+    .irecv = mesh::abi::irecv_v10plus,
+    .iflush = mesh::abi::iflush,
+    .test = mesh::abi::test,
+    .closeSend = mesh::abi::close_send,
+    .closeRecv = mesh::abi::close_recv,
+    .closeListen = mesh::abi::close_listen,
+    .getDeviceMr = nullptr,    // device-offload plugins only
+    .irecvConsumed = nullptr,  // device-offload plugins only
+    .makeVDevice = nullptr,    // devices are already grouped by NUMA node (docs/design.md)
 };
 }  // extern "C"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "handshake/service.h"
-#include "nccl/net.h"
+#include "nccl/common.h"
 #include "topology/selection.h"
 #include "transport/connection.h"
 #include "transport/rdma/endpoint.h"

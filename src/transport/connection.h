@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "nccl/net.h"
+#include "nccl/common.h"
 
 namespace mesh {
 

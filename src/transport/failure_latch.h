@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "nccl/net.h"
+#include "nccl/common.h"
 
 namespace mesh {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "nccl/net.h"
+#include "nccl/common.h"
 
 namespace mesh {
 

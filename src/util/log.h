@@ -3,7 +3,7 @@
 // Every line carries the prefix "NET/Mesh : ".
 #pragma once
 
-#include "nccl/net.h"
+#include "nccl/common.h"
 
 namespace mesh {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "nccl/net.h"
+#include "nccl/common.h"
 #include "util/ipv4.h"
 #include "util/socket_util.h"
 

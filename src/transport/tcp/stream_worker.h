@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "nccl/net.h"
+#include "nccl/common.h"
 #include "util/socket_util.h"
 
 namespace mesh::tcp {

@@ -32,6 +32,16 @@ void* open_library(const std::string& path, std::string* error) {
 template <int V>
 struct TableOf;
 template <>
+struct TableOf<6> {
+  using Table = ncclNet_v6_t;
+  using Props = ncclNetProperties_v6_t;
+};
+template <>
+struct TableOf<7> {
+  using Table = ncclNet_v7_t;
+  using Props = ncclNetProperties_v7_t;
+};
+template <>
 struct TableOf<8> {
   using Table = ncclNet_v8_t;
   using Props = ncclNetProperties_v8_t;
@@ -50,6 +60,13 @@ template <>
 struct TableOf<11> {
   using Table = ncclNet_v11_t;
   using Props = ncclNetProperties_v11_t;
+  using Config = ncclNetCommConfig_v11_t;
+};
+template <>
+struct TableOf<12> {
+  using Table = ncclNet_v12_t;
+  using Props = ncclNetProperties_v12_t;
+  using Config = ncclNetCommConfig_v12_t;
 };
 
 template <int V>
@@ -64,9 +81,9 @@ class NetAdapter final : public NetApi {
   const char* name() const override { return t_->name; }
 
   ncclResult_t init(uint64_t comm_id, void** ctx) override {
-    if constexpr (V == 11) {
+    if constexpr (V >= 11) {
       // NCCL passes a pointer to a stack config; the plugin must copy what it keeps.
-      ncclNetCommConfig_v11_t config{-1};
+      typename TableOf<V>::Config config{-1};
       return t_->init(ctx, comm_id, &config, conformance_log, nullptr);
     } else {
       (void)comm_id;
@@ -84,7 +101,7 @@ class NetAdapter final : public NetApi {
   }
 
   ncclResult_t finalize(void* ctx) override {
-    if constexpr (V == 11) {
+    if constexpr (V >= 11) {
       return t_->finalize(ctx);
     } else {
       (void)ctx;
@@ -103,30 +120,40 @@ class NetAdapter final : public NetApi {
     out->pci_path = p.pciPath;
     out->guid = p.guid;
     out->ptr_support = p.ptrSupport;
-    out->reg_is_global = p.regIsGlobal;
     out->speed = p.speed;
     out->port = p.port;
     out->latency = p.latency;
     out->max_comms = p.maxComms;
     out->max_recvs = p.maxRecvs;
-    out->net_device_type = p.netDeviceType;
-    out->net_device_version = p.netDeviceVersion;
+    if constexpr (V >= 7) {
+      out->has_device_type = true;
+      out->net_device_type = p.netDeviceType;
+      out->net_device_version = p.netDeviceVersion;
+    }
+    if constexpr (V >= 8) out->reg_is_global = p.regIsGlobal;
     if constexpr (V >= 9) {
       out->has_v9_fields = true;
       out->force_flush = p.forceFlush;
-      out->vprops = p.vProps;
+      static_assert(sizeof(p.vProps.devs) <= sizeof(out->vprops.devs));
+      out->vprops.ndevs = p.vProps.ndevs;
+      std::memcpy(out->vprops.devs, p.vProps.devs, sizeof(p.vProps.devs));
       out->max_p2p_bytes = p.maxP2pBytes;
       out->max_coll_bytes = p.maxCollBytes;
     }
-    if constexpr (V == 11) {
+    if constexpr (V >= 11) {
       out->has_max_multi_request_size = true;
       out->max_multi_request_size = p.maxMultiRequestSize;
+    }
+    if constexpr (V >= 12) {
+      out->has_rail_and_plane = true;
+      out->rail_id = p.railId;
+      out->plane_id = p.planeId;
     }
     return rc;
   }
 
   ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) override {
-    if constexpr (V == 11) {
+    if constexpr (V >= 11) {
       return t_->listen(ctx, dev, handle, listen_comm);
     } else {
       (void)ctx;
@@ -136,33 +163,48 @@ class NetAdapter final : public NetApi {
 
   ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm,
                        ncclNetDeviceHandle_v11_t** dev_comm) override {
-    if constexpr (V == 11) {
+    if constexpr (V >= 11) {
       return t_->connect(ctx, dev, handle, send_comm, dev_comm);
     } else if constexpr (V == 10) {
       (void)ctx;
       // NCCL's v10 shim passes the communicator's config (a per-comm allocation) on every call.
       return t_->connect(dev, &config_, handle, send_comm, dev_comm);
-    } else {
+    } else if constexpr (V >= 7) {
       (void)ctx;
       return t_->connect(dev, handle, send_comm, dev_comm);
+    } else {
+      (void)ctx;
+      (void)dev_comm;  // NCCL's v6 shim drops the device handle
+      return t_->connect(dev, handle, send_comm);
     }
   }
 
   ncclResult_t accept(void* listen_comm, void** recv_comm,
                       ncclNetDeviceHandle_v11_t** dev_comm) override {
-    return t_->accept(listen_comm, recv_comm, dev_comm);
+    if constexpr (V >= 7) {
+      return t_->accept(listen_comm, recv_comm, dev_comm);
+    } else {
+      (void)dev_comm;
+      return t_->accept(listen_comm, recv_comm);
+    }
   }
 
   ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) override {
-    return t_->regMr(comm, data, size, type, mhandle);
+    if constexpr (V <= 7) {
+      // NCCL's v6/v7 shims: int size, larger registrations refused before the plugin sees them.
+      if (size >= (1ULL << 31)) return ncclInternalError;
+      return t_->regMr(comm, data, static_cast<int>(size), type, mhandle);
+    } else {
+      return t_->regMr(comm, data, size, type, mhandle);
+    }
   }
 
   ncclResult_t dereg_mr(void* comm, void* mhandle) override { return t_->deregMr(comm, mhandle); }
 
   ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
                      void** request) override {
-    if constexpr (V == 8) {
-      if (size > static_cast<size_t>(INT_MAX)) return ncclInternalError;  // as NCCL's v8 shim
+    if constexpr (V <= 8) {
+      if (size > static_cast<size_t>(INT_MAX)) return ncclInternalError;  // as NCCL's v6-v8 shims
       return t_->isend(send_comm, data, static_cast<int>(size), tag, mhandle, request);
     } else if constexpr (V == 9) {
       return t_->isend(send_comm, data, size, tag, mhandle, request);
@@ -177,9 +219,9 @@ class NetAdapter final : public NetApi {
     void* datas[1] = {data};
     int tags[1] = {tag};
     void* mhandles[1] = {mhandle};
-    if constexpr (V == 8) {
+    if constexpr (V <= 8) {
       if (capacity > static_cast<size_t>(INT_MAX)) return ncclInternalError;
-      // NCCL's v8 shim never forwards NCCL_NET_OPTIONAL_RECV_COMPLETION.
+      // NCCL's v6-v8 shims never forward NCCL_NET_OPTIONAL_RECV_COMPLETION.
       if (*request == kOptionalRecvCompletion) *request = nullptr;
       int sizes[1] = {static_cast<int>(capacity)};
       return t_->irecv(recv_comm, 1, datas, sizes, tags, mhandles, request);
@@ -231,6 +273,10 @@ std::unique_ptr<NetApi> open_net(const std::string& plugin_path, int version, st
   const void* table = find_table(plugin_path, version, error);
   if (table == nullptr) return nullptr;
   switch (version) {
+    case 6:
+      return std::make_unique<NetAdapter<6>>(static_cast<const ncclNet_v6_t*>(table));
+    case 7:
+      return std::make_unique<NetAdapter<7>>(static_cast<const ncclNet_v7_t*>(table));
     case 8:
       return std::make_unique<NetAdapter<8>>(static_cast<const ncclNet_v8_t*>(table));
     case 9:
@@ -239,6 +285,8 @@ std::unique_ptr<NetApi> open_net(const std::string& plugin_path, int version, st
       return std::make_unique<NetAdapter<10>>(static_cast<const ncclNet_v10_t*>(table));
     case 11:
       return std::make_unique<NetAdapter<11>>(static_cast<const ncclNet_v11_t*>(table));
+    case 12:
+      return std::make_unique<NetAdapter<12>>(static_cast<const ncclNet_v12_t*>(table));
     default:
       *error = "unsupported ABI version " + std::to_string(version);
       return nullptr;

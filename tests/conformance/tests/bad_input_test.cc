@@ -23,10 +23,11 @@ namespace {
 
 const Millis kRemoteWait = scaled(20000);
 
-class BadInputTest : public PeerFixture {
+// Both suites below: the peer listens, this process connects with hostile or good handles.
+class BadInputFixture : public PeerFixture {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(start(11));
+  void start_with_good_connections(int version) {
+    ASSERT_NO_FATAL_FAILURE(start(version));
     // The good connections every test checks again after the abuse.
     ASSERT_NO_FATAL_FAILURE(open_both(1, &good_out_, &good_in_));
   }
@@ -82,6 +83,18 @@ class BadInputTest : public PeerFixture {
   std::vector<Link> good_out_, good_in_;
 };
 
+// Hostile handles reach the plugin through each version's connect(): every version.
+class BadHandleTest : public BadInputFixture, public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(start_with_good_connections(GetParam())); }
+};
+
+// Raw sockets on the handshake port never reach an ABI table: one version is enough.
+class BadInputTest : public BadInputFixture {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(start_with_good_connections(12)); }
+};
+
 mesh::handshake::Handle decode_or_die(const HandleBytes& h) {
   mesh::handshake::Handle out;
   std::string why;
@@ -89,7 +102,7 @@ mesh::handshake::Handle decode_or_die(const HandleBytes& h) {
   return out;
 }
 
-TEST_F(BadInputTest, MalformedHandlesAreRejectedOnTheFirstCall) {
+TEST_P(BadHandleTest, MalformedHandlesAreRejectedOnTheFirstCall) {
   HandleBytes valid{};
   uint32_t lid = 0;
   ASSERT_NO_FATAL_FAILURE(peer_listen(&valid, &lid));
@@ -161,7 +174,7 @@ TEST_F(BadInputTest, MalformedHandlesAreRejectedOnTheFirstCall) {
   expect_good_connections_work();
 }
 
-TEST_F(BadInputTest, WrongNonceIsRefusedWithinTheConnectTimeout) {
+TEST_P(BadHandleTest, WrongNonceIsRefusedWithinTheConnectTimeout) {
   HandleBytes valid{};
   uint32_t lid = 0;
   ASSERT_NO_FATAL_FAILURE(peer_listen(&valid, &lid));
@@ -186,7 +199,7 @@ TEST_F(BadInputTest, WrongNonceIsRefusedWithinTheConnectTimeout) {
   expect_good_connections_work();
 }
 
-TEST_F(BadInputTest, ConnectToAClosedListenerFails) {
+TEST_P(BadHandleTest, ConnectToAClosedListenerFails) {
   HandleBytes valid{};
   uint32_t lid = 0;
   ASSERT_NO_FATAL_FAILURE(peer_listen(&valid, &lid));
@@ -194,6 +207,8 @@ TEST_F(BadInputTest, ConnectToAClosedListenerFails) {
   expect_connect_error(valid, Millis(kConnectTimeoutMs) + scaled(3000), "closed listener");
   expect_good_connections_work();
 }
+
+MESH_INSTANTIATE_ALL_VERSIONS(BadHandleTest);
 
 // Raw TCP clients aimed at the handshake port of a handle.
 class RawClient {

@@ -133,7 +133,7 @@ class PeerFixture : public ::testing::Test {
   std::vector<std::string> peer_env_;
 };
 
-// A fixture per ABI version: TEST_P suites derive from it and are instantiated for v8..v11.
+// A fixture per ABI version: TEST_P suites derive from it and are instantiated per version.
 class VersionedTest : public PeerFixture, public ::testing::WithParamInterface<int> {
  protected:
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(GetParam())); }
@@ -144,6 +144,8 @@ std::string version_name(const ::testing::TestParamInfo<int>& info);
 #define MESH_INSTANTIATE_VERSIONS(Suite, ...)                             \
   INSTANTIATE_TEST_SUITE_P(Plugin, Suite, ::testing::Values(__VA_ARGS__), \
                            ::conformance::version_name)
-#define MESH_INSTANTIATE_ALL_VERSIONS(Suite) MESH_INSTANTIATE_VERSIONS(Suite, 8, 9, 10, 11)
+// Every version NCCL (2.13 ... 2.30) or RCCL may load.
+#define MESH_INSTANTIATE_ALL_VERSIONS(Suite) \
+  MESH_INSTANTIATE_VERSIONS(Suite, 6, 7, 8, 9, 10, 11, 12)
 
 }  // namespace conformance

@@ -78,15 +78,17 @@ TEST_P(TransferTest, GpuReceivesAreFlushedOnRdma) {
   EXPECT_EQ(r.local[0].flush_requests, 5u);  // each a real READ, tested to completion
 }
 
-TEST_P(TransferTest, ThirtyTwoRequestsInFlightPerComm) {
-  // NCCL_NET_MAX_REQUESTS = 32 per comm: a whole window is posted before the first test(), on the
-  // send and on the receive side, then the window keeps sliding for two more rounds.
+TEST_P(TransferTest, MaxRequestsInFlightPerComm) {
+  // NCCL_NET_MAX_REQUESTS per comm (32; 8 for v6, the limit of NCCL 2.13-2.18): a whole window is
+  // posted before the first test(), on the send and on the receive side, then the window keeps
+  // sliding for two more rounds.
+  const int window = max_requests(version());
   Flow flow;
-  for (uint64_t i = 0; i < 96; ++i) {
+  for (uint64_t i = 0; i < 3 * static_cast<uint64_t>(window); ++i) {
     const uint64_t size = i % 5 == 0 ? 0 : (i * 7919) % (64 * KiB);
     flow.messages.push_back({size, size});
   }
-  flow.window = NCCL_NET_MAX_REQUESTS;
+  flow.window = static_cast<uint32_t>(window);
   flow.post_window_first = true;
   Exchange ex;
   ex.outbound(out_[0], flow);
@@ -127,7 +129,7 @@ TEST_P(TransferTest, MessageLargerThanReceiveBufferFailsTheReceiver) {
 MESH_INSTANTIATE_ALL_VERSIONS(TransferTest);
 
 // v9+ plugins see NCCL_NET_OPTIONAL_RECV_COMPLETION in *request before irecv (LL/LL128 receives);
-// NCCL's v8 shim clears it, so v8 is not instantiated.
+// NCCL's v6-v8 shims clear it, so those are not instantiated.
 class OptionalCompletionTest : public TransferTest {};
 
 TEST_P(OptionalCompletionTest, IrecvAlwaysOverwritesThePresetRequest) {
@@ -144,7 +146,7 @@ TEST_P(OptionalCompletionTest, IrecvAlwaysOverwritesThePresetRequest) {
   EXPECT_TRUE(r.all_ok()) << r.report();
 }
 
-MESH_INSTANTIATE_VERSIONS(OptionalCompletionTest, 9, 10, 11);
+MESH_INSTANTIATE_VERSIONS(OptionalCompletionTest, 9, 10, 11, 12);
 
 }  // namespace
 }  // namespace conformance

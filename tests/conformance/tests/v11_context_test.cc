@@ -1,5 +1,6 @@
-// v11 contexts: NCCL 2.28 calls init once per communicator and finalize when the communicator
-// goes away, so several contexts coexist, and a process can finalize its last one and start again.
+// Contexts (v11 and v12): NCCL 2.28 and later call init once per communicator and finalize when
+// the communicator goes away, so several contexts coexist, and a process can finalize its last one
+// and start again.
 #include <gtest/gtest.h>
 
 #include "tests/fixture.h"
@@ -7,10 +8,10 @@
 namespace conformance {
 namespace {
 
-class V11ContextTest : public PeerFixture {};
+class V11ContextTest : public PeerFixture, public ::testing::WithParamInterface<int> {};
 
-TEST_F(V11ContextTest, TwoContextsCarryTrafficAtOnce) {
-  ASSERT_NO_FATAL_FAILURE(start(11, 2, 2));
+TEST_P(V11ContextTest, TwoContextsCarryTrafficAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(start(GetParam(), 2, 2));
   if (ctx(0) != nullptr || ctx(1) != nullptr) {
     EXPECT_NE(ctx(0), ctx(1)) << "two communicators got the same context";
   }
@@ -32,8 +33,8 @@ TEST_F(V11ContextTest, TwoContextsCarryTrafficAtOnce) {
   EXPECT_TRUE(r.all_ok()) << r.report();
 }
 
-TEST_F(V11ContextTest, FinalizingOneContextLeavesTheOtherWorking) {
-  ASSERT_NO_FATAL_FAILURE(start(11, 2, 2));
+TEST_P(V11ContextTest, FinalizingOneContextLeavesTheOtherWorking) {
+  ASSERT_NO_FATAL_FAILURE(start(GetParam(), 2, 2));
   std::vector<Link> out_a, in_a, out_b, in_b;
   ASSERT_NO_FATAL_FAILURE(open_both(1, &out_a, &in_a, 0, 0));
   ASSERT_NO_FATAL_FAILURE(open_both(1, &out_b, &in_b, 1, 1));
@@ -56,8 +57,8 @@ TEST_F(V11ContextTest, FinalizingOneContextLeavesTheOtherWorking) {
   expect_traffic(out_c, in_c, "a new connection of context 1");
 }
 
-TEST_F(V11ContextTest, InitWorksAgainAfterTheLastFinalize) {
-  ASSERT_NO_FATAL_FAILURE(start(11, 1, 1));
+TEST_P(V11ContextTest, InitWorksAgainAfterTheLastFinalize) {
+  ASSERT_NO_FATAL_FAILURE(start(GetParam(), 1, 1));
   std::vector<Link> out, in;
   ASSERT_NO_FATAL_FAILURE(open_both(1, &out, &in));
   ASSERT_NO_FATAL_FAILURE(expect_traffic(out, in, "first context"));
@@ -76,10 +77,10 @@ TEST_F(V11ContextTest, InitWorksAgainAfterTheLastFinalize) {
   expect_traffic(out2, in2, "a context created after the last finalize");
 }
 
-TEST_F(V11ContextTest, FinalizeOfANullContextIsHarmless) {
+TEST_P(V11ContextTest, FinalizeOfANullContextIsHarmless) {
   // NCCL 2.28.9 calls finalize(comm->netContext) even when init failed, so ctx may be NULL. It
   // must not crash nor tear down the live context.
-  ASSERT_NO_FATAL_FAILURE(start(11, 1, 1));
+  ASSERT_NO_FATAL_FAILURE(start(GetParam(), 1, 1));
   if (ctx(0) == nullptr) {
     GTEST_SKIP() << "the plugin's contexts are NULL, so finalize(NULL) cannot be told apart";
   }
@@ -88,6 +89,8 @@ TEST_F(V11ContextTest, FinalizeOfANullContextIsHarmless) {
   ASSERT_NO_FATAL_FAILURE(open_both(1, &out, &in));
   expect_traffic(out, in, "after finalize(NULL)");
 }
+
+MESH_INSTANTIATE_VERSIONS(V11ContextTest, 11, 12);
 
 }  // namespace
 }  // namespace conformance
