@@ -35,12 +35,21 @@ std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
   return s.empty() ? "(none)" : s;
 }
 
-rdma::QpOptions qp_options() {
+// traffic_class: the context's (v11 init), -1 = not set (the provider's default, 0).
+rdma::QpOptions qp_options(int traffic_class) {
   const Settings& s = settings();
   rdma::QpOptions opt;
   opt.timeout = static_cast<int>(s.ib_timeout);
   opt.retry_cnt = static_cast<int>(s.ib_retry_cnt);
+  if (traffic_class >= 0 && traffic_class <= 255) opt.traffic_class = traffic_class;
   return opt;
+}
+
+// GPU memory cannot travel over TCP (the plugin links nothing that could read it): a device that
+// advertised NCCL_PTR_CUDA/DMABUF refuses a TCP connection at setup with one clear WARN, instead
+// of NCCL failing later in regMr with an opaque ncclInvalidArgument (docs/rdma.md).
+bool gpu_pointers(int ptr_support) {
+  return (ptr_support & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)) != 0;
 }
 
 tcp::TcpOptions tcp_options() {
@@ -97,6 +106,12 @@ void Plugin::bind_rdma() {
   rdma_ports_.assign(selection_.used.size(), rdma::PortBinding{});
   rdma_any_ = false;
   if (s.transport == "tcp") return;
+  if (s.test_host_as_gpu != 0) {
+    MESH_WARN(
+        "NCCL_MESH_TEST_HOST_AS_GPU=1 (testing only): RDMA devices without a GPU driver "
+        "advertise NCCL_PTR_CUDA; host memory registered as NCCL_PTR_CUDA is treated as GPU "
+        "memory. Unset it outside tests");
+  }
   std::string why;
   if (!rdma_.available(&why)) {
     if (s.transport == "rdma")
@@ -134,11 +149,19 @@ int Plugin::ptr_support(const topology::Device& d) {
   std::error_code ec;
   const bool peermem = std::filesystem::exists("/sys/module/nvidia_peermem", ec) ||
                        std::filesystem::exists("/sys/kernel/mm/memory_peers/nv_mem/version", ec);
+  const bool gpu_driver = std::filesystem::exists("/dev/nvidiactl", ec);
   if (peermem) support |= NCCL_PTR_CUDA;
-  std::string why;
-  rdma::Device* dev = rdma_.open(rdma_ports_[d.members[0]].device, &why);
-  if (dev != nullptr && dev->dmabuf_supported() && std::filesystem::exists("/dev/nvidiactl", ec))
-    support |= NCCL_PTR_DMABUF;
+  // The stand-in for GPU memory in tests (docs/rdma.md): only where no real GPU could be meant.
+  if (!gpu_driver && settings().test_host_as_gpu != 0) support |= NCCL_PTR_CUDA;
+  // dma-buf only when every RDMA device of the device's cables can register one (a connection
+  // stripes over all of them).
+  bool dmabuf = gpu_driver;
+  for (size_t m : d.members) {
+    std::string why;
+    rdma::Device* dev = dmabuf ? rdma_.open(rdma_ports_[m].device, &why) : nullptr;
+    dmabuf = dev != nullptr && dev->dmabuf_supported();
+  }
+  if (dmabuf) support |= NCCL_PTR_DMABUF;
   return support;
 }
 
@@ -161,7 +184,7 @@ bool Plugin::accept_rdma(const std::vector<uint8_t>& ext, std::vector<uint8_t>* 
     return false;
   };
   std::shared_ptr<rdma::Endpoint> ep = rdma::Endpoint::for_receiver(rdma_, peer, lookup, why);
-  if (!ep || !ep->connect(peer, qp_options(), why)) return false;
+  if (!ep || !ep->connect(peer, qp_options(peer.traffic_class), why)) return false;
   *reply = rdma::encode_setup(ep->local_setup());
   *state = ep;
   return true;
@@ -263,6 +286,10 @@ void Plugin::close_context_objects(Context* ctx) {
   for (auto it = listens_.begin(); it != listens_.end();) {
     if (ctx == nullptr || it->second == ctx) {
       service_.close_listen(it->first->endpoint);
+      if (Connection* c = it->first->awaiting_ready) {
+        c->close();
+        delete c;
+      }
       delete it->first;
       it = listens_.erase(it);
     } else {
@@ -435,6 +462,8 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
           describe_addrs(h.addrs).c_str());
       return ncclSystemError;
     }
+    const bool gpu = gpu_pointers(ptr_support(devices_[static_cast<size_t>(dev)]));
+    std::string setup_error;
     if (!rdma.empty()) {
       // QPs per connection: a multiple of the cables, so each cable carries an equal share.
       std::vector<rdma::RailBinding> bindings;
@@ -445,9 +474,8 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       const size_t n = bindings.size();
       const size_t nqps =
           std::min(rdma::kMaxQps, (static_cast<size_t>(s.qps_per_conn) + n - 1) / n * n);
-      std::string setup_error;
       pc.rdma = rdma::Endpoint::for_sender(rdma_, bindings, nqps, &setup_error);
-      if (!pc.rdma) {
+      if (!pc.rdma && !gpu) {
         MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
                   setup_error.c_str(),
                   s.transport == "rdma" ? "" : "; using TCP for this connection");
@@ -455,8 +483,24 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       } else {
         req.rails = rdma;
         req.ndata = 0;
-        req.extension = rdma::encode_setup(pc.rdma->local_setup());
+        rdma::SetupMessage setup = pc.rdma->local_setup();
+        setup.traffic_class = c->traffic_class;  // the listener applies it too
+        req.extension = rdma::encode_setup(setup);
       }
+    }
+    if (!pc.rdma && gpu) {
+      const topology::Rail& r = rails[0];
+      MESH_WARN(
+          "connect: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the connection "
+          "to the peer over %s %s -> %s would use TCP (%s), which cannot carry GPU buffers. "
+          "Fix RDMA on that cable at both ends (run nccl-mesh-doctor on both hosts), or set "
+          "NCCL_MESH_TRANSPORT=tcp on every rank so no device advertises GPU memory",
+          devices_[static_cast<size_t>(dev)].name.c_str(),
+          selection_.used[r.local_index].name.c_str(), format_ipv4(r.local.addr).c_str(),
+          format_ipv4(r.peer_addr).c_str(),
+          rdma.empty() ? "no usable RDMA port at both ends"
+                       : ("RDMA setup failed: " + setup_error).c_str());
+      return ncclSystemError;
     }
     if (!pc.rdma) {
       req.rails = rails;
@@ -490,7 +534,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     std::string setup_error;
     if (!rdma::decode_setup(est.peer_extension.data(), est.peer_extension.size(), &peer,
                             &setup_error) ||
-        !pc.rdma->connect(peer, qp_options(), &setup_error)) {
+        !pc.rdma->connect(peer, qp_options(c->traffic_class), &setup_error)) {
       MESH_WARN("connect to %s: RDMA setup failed: %s", attempt->description.c_str(),
                 setup_error.c_str());
       return ncclSystemError;
@@ -514,15 +558,41 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
     MESH_WARN("accept: %p is not an open listen comm", listen_comm);
     return ncclInternalError;
   }
-  handshake::ConnectedSockets est;
-  if (!service_.take_ready(l->endpoint, &est)) return ncclSuccess;
-  Connection* conn = nullptr;
-  if (est.transport_state) {
-    auto ep = std::static_pointer_cast<rdma::Endpoint>(est.transport_state);
-    conn = new rdma::RdmaConnection(ep, std::move(est.control), est.local, est.peer);
-  } else {
-    conn = new tcp::TcpConnection(false, std::move(est), tcp_options());
+  Connection* conn = l->awaiting_ready;
+  if (conn == nullptr) {
+    handshake::ConnectedSockets est;
+    if (!service_.take_ready(l->endpoint, &est)) return ncclSuccess;
+    if (est.transport_state) {
+      auto ep = std::static_pointer_cast<rdma::Endpoint>(est.transport_state);
+      conn = new rdma::RdmaConnection(ep, std::move(est.control), est.local, est.peer);
+    } else if (gpu_pointers(ptr_support(devices_[static_cast<size_t>(l->dev)]))) {
+      MESH_WARN(
+          "accept: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the connection "
+          "from %s to %s uses TCP (the peer did not set up RDMA on that cable), which cannot "
+          "carry GPU buffers. Fix RDMA on that cable at both ends (run nccl-mesh-doctor on both "
+          "hosts), or set NCCL_MESH_TRANSPORT=tcp on every rank",
+          devices_[static_cast<size_t>(l->dev)].name.c_str(), est.peer.c_str(), est.local.c_str());
+      return ncclSystemError;
+    } else {
+      conn = new tcp::TcpConnection(false, std::move(est), tcp_options());
+    }
   }
+  // RDMA: the connector's QPs may still be in INIT; wait (non-blocking) for its ready byte.
+  if (auto* rc = dynamic_cast<rdma::RdmaConnection*>(conn)) {
+    std::string why;
+    if (!rc->poll_ready(&why)) {
+      if (why.empty()) {
+        l->awaiting_ready = conn;
+        return ncclSuccess;
+      }
+      l->awaiting_ready = nullptr;
+      MESH_WARN("accept: %s: %s", conn->describe().c_str(), why.c_str());
+      conn->close();
+      delete conn;
+      return ncclRemoteError;
+    }
+  }
+  l->awaiting_ready = nullptr;
   connections_[conn] = l->ctx;
   MESH_INFO(NCCL_NET | NCCL_INIT, "accepted: %s", conn->describe().c_str());
   *recv_comm = conn;
@@ -538,6 +608,11 @@ ncclResult_t Plugin::close_listen(void* listen_comm) {
     return ncclInternalError;
   }
   service_.close_listen(l->endpoint);
+  if (l->awaiting_ready != nullptr) {
+    l->awaiting_ready->close();
+    delete l->awaiting_ready;
+    l->awaiting_ready = nullptr;
+  }
   listens_.erase(it);
   l->tag = ObjectTag::kDead;
   delete l;

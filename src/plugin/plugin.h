@@ -54,6 +54,9 @@ struct ListenComm {
   Context* ctx = nullptr;
   int dev = 0;
   std::shared_ptr<handshake::ListenEndpoint> endpoint;
+  // An accepted RDMA comm whose connector has not yet signalled RTS (its ready byte): accept()
+  // returns it only then. Owned here until handed out; closed with the listen comm.
+  Connection* awaiting_ready = nullptr;
 };
 
 class Plugin {
