@@ -58,6 +58,11 @@ RdmaConnection::~RdmaConnection() {
 }
 
 void RdmaConnection::close() {
+  // Under the comm mutex: a call still inside isend/irecv/test/iflush on NCCL's progress thread
+  // (possible at process exit, when the plugin's static destructor closes every comm while
+  // NCCL's threads still run) finishes before the QPs go; later calls see ep_ == nullptr and
+  // fail with a WARN instead of touching destroyed QPs.
+  std::lock_guard<std::mutex> lock(mu_);
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
   control_.reset();
   for (FlushQp& f : flush_qps_) {
@@ -101,6 +106,7 @@ ncclResult_t RdmaConnection::iflush(int n, void** data, int* sizes, MemoryRegion
                                     void** request) {
   *request = nullptr;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
   // The last GPU buffer that received data: one READ orders after every earlier write.
   int last = -1;
@@ -182,6 +188,10 @@ void RdmaConnection::poll_flush() {
 
 bool RdmaConnection::poll_ready(std::string* why) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) {
+    *why = "the comm was closed";
+    return false;
+  }
   if (sender_ || ready_) return true;
   uint8_t byte = 0;
   const ssize_t n = recv(control_.get(), &byte, 1, MSG_DONTWAIT);
@@ -237,6 +247,18 @@ RdmaConnection::Request* RdmaConnection::take_slot(uint32_t seq) {
     if (!r.in_use) return &r;
   }
   return nullptr;
+}
+
+ncclResult_t RdmaConnection::closed_error() {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (!warned_) {
+    warned_ = true;
+    MESH_WARN(
+        "%s: called after the comm was closed (process exit with NCCL's threads still "
+        "running?)",
+        describe().c_str());
+  }
+  return ncclInternalError;
 }
 
 size_t RdmaConnection::in_flight() const {
@@ -379,6 +401,7 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
   *request = nullptr;
   if (!sender_) return ncclInternalError;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   poll();
   if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
   const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
@@ -498,6 +521,7 @@ ncclResult_t RdmaConnection::irecv(int n, void** data, size_t* sizes, int* /*tag
     return ncclInternalError;
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   poll();
   if (sink_->failed.load(std::memory_order_acquire)) return report_failure();
   MemoryRegion* mr = mrs != nullptr ? mrs[0] : nullptr;
@@ -530,6 +554,7 @@ ncclResult_t RdmaConnection::test(RequestHeader* request, int* done, int* sizes)
   auto* r = reinterpret_cast<Request*>(request);
   *done = 0;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   auto* f = reinterpret_cast<FlushRequest*>(request);
   if (f >= flushes_.data() && f < flushes_.data() + flushes_.size()) {
     if (!f->in_use) {

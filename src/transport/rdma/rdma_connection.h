@@ -76,6 +76,7 @@ class RdmaConnection final : public Connection {
   bool post_cts(Request* r, void* data, const RdmaMemory* mem);
   void fail(ncclResult_t code, const std::string& why);
   ncclResult_t report_failure();
+  ncclResult_t closed_error();  // a call after close(): one WARN, ncclInternalError
   size_t in_flight() const;
 
   const bool sender_;

@@ -149,7 +149,8 @@ TEST_P(GpuMemoryTest, FlushReadsThroughEveryDeviceThatWrote) {
   std::string seen;
   for (const auto& d : devs) {
     seen += " " + d + (wrote.count(d) ? "(carried data)" : "") + ": " +
-            std::to_string(after.at(d) - before.at(d)) + " packets";
+            std::to_string(after.at(d) - before.at(d)) + " packets (" +
+            std::to_string(before.at(d)) + " -> " + std::to_string(after.at(d)) + ")";
   }
   std::printf("[flush] %d flushes;%s\n", kFlushes, seen.c_str());
   for (const auto& d : wrote) {
