@@ -132,7 +132,8 @@ TEST_P(GpuMemoryTest, FlushReadsThroughEveryDeviceThatWrote) {
   alignas(4096) static uint8_t page[4096];
   void* mh = nullptr;
   ASSERT_EQ(net().reg_mr(in[0].local, page, sizeof(page), NCCL_PTR_CUDA, &mh), ncclSuccess);
-  std::this_thread::sleep_for(scaled(100));  // late ACKs of the data settle
+  // Late ACKs of the data settle (and the counters' cache lifespan passes).
+  std::this_thread::sleep_for(std::max<Millis>(scaled(100), Millis(200)));
   const auto before = packets(devs);
   for (int i = 0; i < kFlushes; ++i) {
     void* req = nullptr;
@@ -144,6 +145,9 @@ TEST_P(GpuMemoryTest, FlushReadsThroughEveryDeviceThatWrote) {
       ASSERT_LT(Clock::now(), limit) << "flush " << i << " did not complete";
     }
   }
+  // The kernel caches hw_counters for a lifespan (10 ms by default): 16 loopback READs can be
+  // quicker than that, and a read right after them would show the cached values.
+  std::this_thread::sleep_for(Millis(200));
   const auto after = packets(devs);
   EXPECT_EQ(net().dereg_mr(in[0].local, mh), ncclSuccess);
   std::string seen;
