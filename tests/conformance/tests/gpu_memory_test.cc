@@ -106,7 +106,8 @@ TEST_P(GpuMemoryTest, FlushReadsThroughEveryDeviceThatWrote) {
   // flushed through every one of them: each device's writes are ordered only before its own
   // READ. The flushes run alone, so the devices' packet counters show which devices read.
   const auto devs = rank0_rdma_devices();
-  if (devs.empty() || read_counter(*devs.begin(), "sent_pkts") == 0) {
+  if (devs.empty() || !std::filesystem::exists("/sys/class/infiniband/" + *devs.begin() +
+                                               "/ports/1/hw_counters/sent_pkts")) {
     GTEST_SKIP() << "no readable rxe hw_counters for rank 0's interfaces ("
                  << rank_ifname(Rank::kTest) << ")";
   }
