@@ -39,6 +39,11 @@ LANE_NAMES = {"release": "release", "asan": "ASan+UBSan", "tsan": "TSan"}
 # Tests that are not namespace cases: (fault or bad input, ctest name regex, what the plugin does
 # (= what the test asserts), time to error, leak check). Results come from the ctest lines.
 CTEST_ROWS = [
+    ("32 requests outstanding, completed and tested out of order (message 0 held while 1-31 "
+     "complete, then 32 posted), sends and receives, every ABI v6-v12 (TCP over loopback)",
+     r"TransferTest\.AnyThirtyTwoRequestsMayBeOutstandingInAnyOrder",
+     "every message is accepted and arrives intact, no WARN",
+     "n/a (no error expected)", "sanitizer lanes"),
     ("Peer process SIGKILLed mid-transfer (two processes over loopback, every ABI v6-v12)",
      r"PeerDeathTest\.KilledPeerFailsPendingRequestsInBoundedTime",
      "the pending receive and the sends after the kill fail (no hang) with a WARN; further sends "
@@ -130,6 +135,39 @@ SOFTROCE_ROWS = [
      r"TransferTest\.GpuReceivesAreFlushedOnRdma",
      "iflush after each non-empty receive (5 of 6 messages, 1 B to 1 MiB+3) is a real request: a "
      "1-byte RDMA READ of the buffer on a loopback QP, tested to completion; the data is intact",
+     "n/a (no error expected)", None, SR_LEAKS),
+    ("GPU memory the CPU must not touch (stand-in: pages registered as NCCL_PTR_CUDA, then "
+     "mprotect(PROT_NONE); sends and receives, 0 B to 64 MiB around the inline limit; Soft-RoCE "
+     "VM, v11, also with NCCL_MESH_TEST_HOST_AS_GPU=1)",
+     r"GpuMemoryTest\.StandInMemoryCarriesEverySizeBothWaysWithoutCpuAccess",
+     "every message arrives intact both ways with no CPU access by the plugin or libibverbs (an "
+     "inline send of GPU memory would SIGSEGV here); every non-empty receive is flushed with a "
+     "real READ; with the setting on, the device advertises NCCL_PTR_CUDA",
+     "n/a (no error expected)", None, SR_LEAKS),
+    ("GPU flush of a receive striped over two RDMA devices (dual VM: one rxe device per cable)",
+     r"GpuMemoryTest\.FlushReadsThroughEveryDeviceThatWrote",
+     "16 flushes run alone: every device that carried the receive moved >= 16 packets (one "
+     "loopback READ per device per flush; rxe hw_counters sent_pkts + rcvd_pkts)",
+     "n/a (no error expected)", None, SR_LEAKS),
+    ("Connector calls connect() again only after 8 x the ACK timeout (the listener already "
+     "called accept())",
+     r"ReadyTest\.FirstMessageDoesNotWaitForRetransmissionWhenConnectorIsLate",
+     "accept() returns the receive comm only after the connector's ready byte (its QPs are in "
+     "RTS): the first message completes within 100 ms x MESH_CONF_TIME_SCALE of the second "
+     "connect(), no clear-to-send lost to a QP in INIT",
+     "n/a (no error expected)", None, SR_LEAKS),
+    ("auto mode, a device advertising GPU memory (NCCL_MESH_TEST_HOST_AS_GPU=1), a peer without "
+     "RDMA (NCCL_MESH_TRANSPORT=tcp)",
+     r"GpuOverTcpTest\.GpuDeviceRefusesTcpConnectionWithOneClearWarn",
+     "connect() fails on its first call with exactly one WARN naming the cable and the fix "
+     "(RDMA at both ends, or NCCL_MESH_TRANSPORT=tcp on every rank), instead of regMr failing "
+     "later with ncclInvalidArgument",
+     "first call", None, SR_LEAKS),
+    ("32 requests outstanding, completed and tested out of order over RDMA (message 0 held "
+     "while 1-31 complete, then 32 posted), sends and receives",
+     r"TransferTest\.AnyThirtyTwoRequestsMayBeOutstandingInAnyOrder",
+     "every message is accepted and arrives intact, no WARN (request slots are a pool, not "
+     "sequence % 32)",
      "n/a (no error expected)", None, SR_LEAKS),
 ]
 SOFTROCE_SUITE_ROW = (

@@ -41,7 +41,15 @@ rdma::RdmaOptions rdma_options(const Settings& s) {
   opt.qps_per_conn = static_cast<size_t>(s.qps_per_conn);
   opt.qp.timeout = static_cast<int>(s.ib_timeout);
   opt.qp.retry_cnt = static_cast<int>(s.ib_retry_cnt);
+  opt.host_as_gpu = s.test_host_as_gpu != 0;
   return opt;
+}
+
+// GPU memory cannot travel over TCP (the plugin links nothing that could read it): a device that
+// advertised NCCL_PTR_CUDA/DMABUF refuses a TCP connection at setup with one clear WARN, instead
+// of NCCL failing later in regMr with an opaque ncclInvalidArgument (docs/rdma.md).
+bool gpu_pointers(int ptr_support) {
+  return (ptr_support & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)) != 0;
 }
 
 tcp::TcpOptions tcp_options(const Settings& s) {
@@ -177,6 +185,10 @@ void Plugin::close_context_objects(Context* ctx) {
   for (auto it = listens_.begin(); it != listens_.end();) {
     if (ctx == nullptr || it->second == ctx) {
       service_.close_listen(it->first->endpoint);
+      if (Connection* c = it->first->awaiting_ready) {
+        c->close();
+        delete c;
+      }
       delete it->first;
       it = listens_.erase(it);
     } else {
@@ -334,7 +346,8 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     req.port = h.port;
     req.timeout_ms = settings().connect_timeout_ms;
     PendingConnect pc;
-    if (!plan_connect(rails, h, &req, &pc)) return ncclSystemError;
+    if (!plan_connect(rails, h, static_cast<size_t>(dev), c->traffic_class, &req, &pc))
+      return ncclSystemError;
     pc.attempt = service_.start_connect(req);
     pending_[key] = std::move(pc);
     return ncclSuccess;
@@ -354,7 +367,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
   pending_.erase(it);
   handshake::ConnectedSockets& sockets = attempt->result;
   if (pc.rdma) {
-    if (!rdma_.connect_sender(*pc.rdma, sockets.peer_extension, &why)) {
+    if (!rdma_.connect_sender(*pc.rdma, sockets.peer_extension, c->traffic_class, &why)) {
       MESH_WARN("connect to %s: RDMA setup failed: %s", attempt->description.c_str(), why.c_str());
       return ncclSystemError;
     }
@@ -365,7 +378,8 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
 }
 
 bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
-                          handshake::ConnectRequest* req, PendingConnect* pc) {
+                          size_t dev, int traffic_class, handshake::ConnectRequest* req,
+                          PendingConnect* pc) {
   const TransportMode mode = settings().transport;
   const std::vector<topology::Rail> rdma = rdma_.usable_rails(rails, h);
   if (rdma.empty() && mode == TransportMode::kRdma) {
@@ -376,17 +390,32 @@ bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handsh
         describe_addrs(h.addrs).c_str());
     return false;
   }
+  const bool gpu = gpu_pointers(rdma_.pointer_support(devices_[dev]));
+  std::string why;
   if (!rdma.empty()) {
-    std::string why;
-    pc->rdma = rdma_.open_sender(rdma, &req->extension, &why);
+    pc->rdma = rdma_.open_sender(rdma, traffic_class, &req->extension, &why);
     if (pc->rdma) {
       req->rails = rdma;
       req->ndata = 0;
       return true;
     }
-    MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
-              why.c_str(), mode == TransportMode::kRdma ? "" : "; using TCP for this connection");
+    if (!gpu || mode == TransportMode::kRdma) {  // else the GPU WARN below says it
+      MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
+                why.c_str(), mode == TransportMode::kRdma ? "" : "; using TCP for this connection");
+    }
     if (mode == TransportMode::kRdma) return false;
+  }
+  if (gpu) {
+    const topology::Rail& r = rails[0];
+    MESH_WARN(
+        "connect: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the connection "
+        "to the peer over %s %s -> %s would use TCP (%s), which cannot carry GPU buffers. "
+        "Fix RDMA on that cable at both ends (run nccl-mesh-doctor on both hosts), or set "
+        "NCCL_MESH_TRANSPORT=tcp on every rank so no device advertises GPU memory",
+        devices_[dev].name.c_str(), selection_.used[r.local_index].name.c_str(),
+        format_ipv4(r.local.addr).c_str(), format_ipv4(r.peer_addr).c_str(),
+        rdma.empty() ? "no usable RDMA port at both ends" : ("RDMA setup failed: " + why).c_str());
+    return false;
   }
   req->rails = rails;
   req->ndata = tcp::plan_data_streams(tcp_.streams, rails.size());
@@ -409,9 +438,36 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
     MESH_WARN("accept: %p is not an open listen comm", listen_comm);
     return ncclInternalError;
   }
-  handshake::ConnectedSockets sockets;
-  if (!service_.take_ready(l->endpoint, &sockets)) return ncclSuccess;
-  *recv_comm = adopt(make_connection(false, std::move(sockets), tcp_), l->ctx, "accepted");
+  std::unique_ptr<Connection> conn(l->awaiting_ready);
+  l->awaiting_ready = nullptr;
+  if (!conn) {
+    handshake::ConnectedSockets sockets;
+    if (!service_.take_ready(l->endpoint, &sockets)) return ncclSuccess;
+    if (!sockets.transport_state &&
+        gpu_pointers(rdma_.pointer_support(devices_[static_cast<size_t>(l->dev)]))) {
+      MESH_WARN(
+          "accept: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the connection "
+          "from %s to %s uses TCP (the peer did not set up RDMA on that cable), which cannot "
+          "carry GPU buffers. Fix RDMA on that cable at both ends (run nccl-mesh-doctor on both "
+          "hosts), or set NCCL_MESH_TRANSPORT=tcp on every rank",
+          devices_[static_cast<size_t>(l->dev)].name.c_str(), sockets.peer.c_str(),
+          sockets.local.c_str());
+      return ncclSystemError;
+    }
+    conn = make_connection(false, std::move(sockets), tcp_);
+  }
+  // RDMA: the connector's QPs may still be in INIT; wait (non-blocking) for its ready byte.
+  std::string why;
+  if (!conn->poll_ready(&why)) {
+    if (why.empty()) {
+      l->awaiting_ready = conn.release();
+      return ncclSuccess;
+    }
+    MESH_WARN("accept: %s: %s", conn->describe().c_str(), why.c_str());
+    conn->close();
+    return ncclRemoteError;
+  }
+  *recv_comm = adopt(std::move(conn), l->ctx, "accepted");
   return ncclSuccess;
 }
 
@@ -424,6 +480,11 @@ ncclResult_t Plugin::close_listen(void* listen_comm) {
     return ncclInternalError;
   }
   service_.close_listen(l->endpoint);
+  if (l->awaiting_ready != nullptr) {
+    l->awaiting_ready->close();
+    delete l->awaiting_ready;
+    l->awaiting_ready = nullptr;
+  }
   listens_.erase(it);
   l->tag = ObjectTag::kDead;
   delete l;

@@ -55,6 +55,9 @@ struct ListenComm {
   Context* ctx = nullptr;
   int dev = 0;
   std::shared_ptr<handshake::ListenEndpoint> endpoint;
+  // An accepted RDMA comm whose connector has not yet signalled RTS (its ready byte): accept()
+  // returns it only then. Owned here until handed out; closed with the listen comm.
+  Connection* awaiting_ready = nullptr;
 };
 
 class Plugin {
@@ -99,9 +102,11 @@ class Plugin {
   std::vector<Ipv4Prefix> advertised_addresses(int dev);
   struct PendingConnect;
   // connect()'s first call: picks RDMA or TCP for the peer (NCCL_MESH_TRANSPORT) and fills the
-  // handshake request; false after a WARN when no allowed transport can reach it.
+  // handshake request; false after a WARN when no allowed transport can reach it, or when
+  // device `dev` advertised GPU memory and the connection could only use TCP (docs/rdma.md).
   bool plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
-                    handshake::ConnectRequest* req, PendingConnect* pc);
+                    size_t dev, int traffic_class, handshake::ConnectRequest* req,
+                    PendingConnect* pc);
   // Registers a connection built by make_connection with the context; the comm for NCCL.
   void* adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what);
   ncclResult_t register_region(void* comm, void* data, size_t size, int type, uint64_t offset,

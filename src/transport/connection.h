@@ -80,6 +80,11 @@ class Connection {
                                        uint64_t /*offset*/) {
     return ncclSuccess;
   }
+  // Listener side, before accept() hands the comm to NCCL: true once the peer's side is ready
+  // to be written to (RDMA: the connector's QPs are in RTS, its ready byte arrived). Never
+  // blocks: false with an empty *why while waiting, false with *why set when the connection
+  // failed meanwhile. TCP is ready as soon as its sockets are.
+  virtual bool poll_ready(std::string* /*why*/) { return true; }
   // Stops the transport's threads and closes its sockets; never blocks on the peer.
   virtual void close() = 0;
   virtual std::string describe() const = 0;

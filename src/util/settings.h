@@ -61,7 +61,11 @@ struct SettingEnum<TransportMode> {
     "RDMA ACK timeout exponent: 4.096 us * 2^N per retry (20 = about 4 s).")                     \
   X(int64_t, ib_retry_cnt, "NCCL_MESH_IB_RETRY_CNT", 6, 0, 6,                                    \
     "RDMA transport retries before a QP errors (at most 6: 7 means retry forever on some "       \
-    "providers, which would turn a dead peer into a hang).")
+    "providers, which would turn a dead peer into a hang).")                                     \
+  X(int64_t, test_host_as_gpu, "NCCL_MESH_TEST_HOST_AS_GPU", 0, 0, 1,                            \
+    "Testing only: on RDMA devices without a GPU driver, advertise NCCL_PTR_CUDA so tests can "  \
+    "drive the GPU paths with host memory registered as NCCL_PTR_CUDA (never touched by the "    \
+    "CPU, flushed as GPU memory). Logs a WARN when on.")
 
 struct Settings {
 #define MESH_SETTINGS_FIELD(type, field, env, def, lo, hi, help) type field = def;

@@ -20,7 +20,7 @@ _spec.loader.exec_module(rt)
 CUT = "Plugin/CableCutTest.PendingRequestsFailWithTheTransportErrorAndNewConnectionsWorkAfter"
 DEATH = "Plugin/PeerDeathTest.KilledPeerFailsPendingRequestsInBoundedTime"
 FLUSH = "Plugin/TransferTest.GpuReceivesAreFlushedOnRdma"
-CUT_RX, DEATH_RX, FLUSH_RX = (row[1] for row in rt.SOFTROCE_ROWS)
+CUT_RX, DEATH_RX, FLUSH_RX = (row[1] for row in rt.SOFTROCE_ROWS[:3])
 
 
 def guest(topo, body, verdict="PASS", secs="100.0", detail="[ PASSED ] 3 tests.", wire="PASS"):

@@ -74,6 +74,25 @@ TEST(RdmaSetup, LayoutIsBigEndianAsDocumented) {
   EXPECT_EQ(b[16 + 38], 0x10);
 }
 
+TEST(RdmaSetup, TrafficClassTravelsOnlyWhenSet) {
+  SetupMessage m = sample(1);
+  SetupMessage out;
+  std::string why;
+  auto b = encode_setup(m);
+  EXPECT_EQ(b[6], 0);
+  EXPECT_EQ(b[7], 0);
+  ASSERT_TRUE(decode_setup(b.data(), b.size(), &out, &why)) << why;
+  EXPECT_EQ(out.traffic_class, -1);
+  for (int tc : {0, 106, 255}) {
+    m.traffic_class = tc;
+    b = encode_setup(m);
+    EXPECT_EQ(b[6], kSetupFlagTrafficClass);
+    EXPECT_EQ(b[7], tc);
+    ASSERT_TRUE(decode_setup(b.data(), b.size(), &out, &why)) << why;
+    EXPECT_EQ(out.traffic_class, tc);
+  }
+}
+
 TEST(RdmaSetup, RejectsEveryMalformedField) {
   const auto good = encode_setup(sample(2));
   expect_rejected({good.begin(), good.begin() + 10}, "shorter");
@@ -92,9 +111,14 @@ TEST(RdmaSetup, RejectsEveryMalformedField) {
     b[5] = n;
     expect_rejected(b, "QPs");
   }
-  for (size_t i : {6, 7}) {
+  {  // flags: only bit 0 (traffic class present) is defined
     auto b = good;
-    b[i] = 1;
+    b[6] = 2;
+    expect_rejected(b, "reserved");
+  }
+  {  // a traffic class byte without its flag
+    auto b = good;
+    b[7] = 1;
     expect_rejected(b, "reserved");
   }
   {  // Length must match the QP count exactly: no trailing bytes, no truncation.

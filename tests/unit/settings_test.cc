@@ -223,7 +223,8 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_GID_INDEX",
                                       "NCCL_MESH_QPS_PER_CONN",
                                       "NCCL_MESH_IB_TIMEOUT",
-                                      "NCCL_MESH_IB_RETRY_CNT"};
+                                      "NCCL_MESH_IB_RETRY_CNT",
+                                      "NCCL_MESH_TEST_HOST_AS_GPU"};
   EXPECT_EQ(asked, want);
 }
 
@@ -310,6 +311,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_QPS_PER_CONN", "integer", "2", "1..8"},
       {"NCCL_MESH_IB_TIMEOUT", "integer", "20", "1..31"},
       {"NCCL_MESH_IB_RETRY_CNT", "integer", "6", "0..6"},
+      {"NCCL_MESH_TEST_HOST_AS_GPU", "integer", "0", "0..1"},
   };
   const std::vector<SettingInfo> table = setting_table();
   ASSERT_EQ(table.size(), std::size(want));
@@ -339,6 +341,7 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_QPS_PER_CONN", &Settings::qps_per_conn},
       {"NCCL_MESH_IB_TIMEOUT", &Settings::ib_timeout},
       {"NCCL_MESH_IB_RETRY_CNT", &Settings::ib_retry_cnt},
+      {"NCCL_MESH_TEST_HOST_AS_GPU", &Settings::test_host_as_gpu},
   };
   const std::map<std::string, std::string Settings::*> strings = {
       {"NCCL_MESH_IFNAME", &Settings::ifname},

@@ -10,10 +10,14 @@
 namespace mesh::rdma {
 
 Endpoint::~Endpoint() {
+  // QPs first: a QP may still reference the clear-to-send memory (the peer's writes into the
+  // ring, our own staged entries) until it is destroyed; then the registrations, then memory.
+  std::vector<VerbsDevice*> devices;
+  for (auto& qp : qps_) devices.push_back(qp->device());
+  qps_.clear();
   for (size_t q = 0; q < cts_mrs_.size(); ++q) {
-    if (cts_mrs_[q] != nullptr) qps_[q]->device()->release_mr(cts_mrs_[q]);
+    if (cts_mrs_[q] != nullptr) devices[q]->release_mr(cts_mrs_[q]);
   }
-  qps_.clear();  // QPs before the memory they may still reference
   std::free(cts_mem_);
 }
 

@@ -23,6 +23,8 @@ constexpr int64_t kPeerGoneGraceMs = 500;
 // Every Nth clear-to-send write is signalled so its send-queue slots are reclaimed.
 constexpr uint32_t kCtsSignalEvery = 8;
 constexpr uint64_t kCtsWrFlag = 1ull << 63;
+// The connector's only byte on the control socket: its QPs are in RTS (wire.h, "ready").
+constexpr uint8_t kReadyByte = 'R';
 
 }  // namespace
 
@@ -39,6 +41,16 @@ RdmaConnection::RdmaConnection(std::shared_ptr<Endpoint> endpoint, UniqueFd cont
   for (Request& r : pool_) r.hdr.owner = this;
   for (FlushRequest& f : flushes_) f.hdr.owner = this;
   for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, failure_);
+  if (sender_) {
+    // Our QPs are in RTS (connect() moved them before building this comm): tell the listener,
+    // whose accept() returns the receive comm only then. One byte into an empty socket buffer.
+    const ssize_t n = send(control_.get(), &kReadyByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n != 1) {
+      fail(ncclRemoteError, "sending the ready byte on the control socket failed: " +
+                                errno_text(n < 0 ? errno : EPIPE) +
+                                " (the peer closed the connection during setup?)");
+    }
+  }
 }
 
 RdmaConnection::~RdmaConnection() {
@@ -46,39 +58,46 @@ RdmaConnection::~RdmaConnection() {
 }
 
 void RdmaConnection::close() {
+  // Under the comm mutex: a call still inside isend/irecv/test/iflush on NCCL's progress thread
+  // (possible at process exit, when the plugin's static destructor closes every comm while
+  // NCCL's threads still run) finishes before the QPs go; later calls see ep_ == nullptr and
+  // fail with a WARN instead of touching destroyed QPs.
+  std::lock_guard<std::mutex> lock(mu_);
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
   control_.reset();
-  if (flush_qp_) {
-    VerbsDevice* dev = flush_qp_->device();
-    flush_qp_.reset();
-    dev->release_mr(flush_mr_);
-    flush_mr_ = nullptr;
+  for (FlushQp& f : flush_qps_) {
+    VerbsDevice* dev = f.qp->device();
+    f.qp.reset();  // the QP before the memory it reads into
+    if (f.mr != nullptr) dev->release_mr(f.mr);
   }
+  flush_qps_.clear();
   std::free(flush_buf_);
   flush_buf_ = nullptr;
   ep_.reset();  // destroys the QPs (which unregisters them from the async thread)
 }
 
-bool RdmaConnection::open_flush_qp(std::string* why) {
-  QueuePair& qp0 = *ep_->qps()[0];
-  const QpInfo i0 = qp0.info();
-  PortBinding binding = qp0.binding();
-  flush_qp_ = QueuePair::create(qp0.device(), binding, i0.local_addr, i0.local_addr, why);
-  if (!flush_qp_) return false;
-  if (!flush_qp_->connect(flush_qp_->info(), QpOptions{}, why)) {
-    flush_qp_.reset();
+bool RdmaConnection::open_flush_qps(std::string* why) {
+  flush_buf_ = static_cast<uint8_t*>(std::aligned_alloc(4096, 4096));
+  if (flush_buf_ == nullptr) {
+    *why = "out of memory for the flush buffer";
     return false;
   }
-  flush_qp_->device()->watch_qp(flush_qp_->qp()->qp_num, failure_);
-  flush_buf_ = static_cast<uint8_t*>(std::aligned_alloc(4096, 4096));
-  flush_mr_ =
-      flush_buf_ != nullptr ? flush_qp_->device()->acquire_mr(flush_buf_, 4096, why) : nullptr;
-  if (flush_mr_ == nullptr) {
-    flush_qp_.reset();
-    std::free(flush_buf_);
-    flush_buf_ = nullptr;
-    if (why->empty()) *why = "out of memory for the flush buffer";
-    return false;
+  auto& qps = ep_->qps();
+  for (size_t q = 0; q < qps.size(); ++q) {
+    VerbsDevice* dev = qps[q]->device();
+    bool seen = false;
+    for (const FlushQp& f : flush_qps_) seen |= f.qp->device() == dev;
+    if (seen) continue;
+    const QpInfo iq = qps[q]->info();
+    FlushQp f;
+    f.data_qp = q;
+    f.qp = QueuePair::create(dev, qps[q]->binding(), iq.local_addr, iq.local_addr, why);
+    if (!f.qp) return false;
+    if (!f.qp->connect(f.qp->info(), QpOptions{}, why)) return false;
+    f.qp->device()->watch_qp(f.qp->qp()->qp_num, failure_);
+    f.mr = dev->acquire_mr(flush_buf_, 4096, why);
+    if (f.mr == nullptr) return false;
+    flush_qps_.push_back(std::move(f));
   }
   return true;
 }
@@ -87,6 +106,7 @@ ncclResult_t RdmaConnection::iflush(int n, void** data, int* sizes, MemoryRegion
                                     void** request) {
   *request = nullptr;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   if (failure_->failed()) return report_failure();
   // The last GPU buffer that received data: one READ orders after every earlier write.
   int last = -1;
@@ -97,8 +117,14 @@ ncclResult_t RdmaConnection::iflush(int n, void** data, int* sizes, MemoryRegion
   const auto* mem = dynamic_cast<const RdmaMemory*>(mrs[last]->transport.get());
   if (mem == nullptr) return ncclSuccess;
   std::string why;
-  if (!flush_qp_ && !open_flush_qp(&why)) {
-    MESH_WARN("%s: cannot create the flush QP: %s", describe().c_str(), why.c_str());
+  if (flush_qps_.empty() && !open_flush_qps(&why)) {
+    MESH_WARN("%s: cannot create the flush QPs: %s", describe().c_str(), why.c_str());
+    for (FlushQp& fq : flush_qps_) {
+      if (fq.mr != nullptr) fq.qp->device()->release_mr(fq.mr);
+    }
+    flush_qps_.clear();
+    std::free(flush_buf_);
+    flush_buf_ = nullptr;
     return ncclSystemError;
   }
   FlushRequest* f = nullptr;
@@ -112,43 +138,79 @@ ncclResult_t RdmaConnection::iflush(int n, void** data, int* sizes, MemoryRegion
     MESH_WARN("%s: more than %d flushes in flight", describe().c_str(), NCCL_NET_MAX_REQUESTS);
     return ncclInternalError;
   }
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(flush_buf_);
-  sge.length = 1;
-  sge.lkey = flush_mr_->mr->lkey;
-  ibv_send_wr wr{};
-  ibv_send_wr* bad = nullptr;
-  wr.wr_id = static_cast<uint64_t>(f - flushes_.data());
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(data[last]);
-  wr.wr.rdma.rkey = mem->rkey[0];  // QP 0's device, like the flush QP
-  const int rc = ibv_post_send(flush_qp_->qp(), &wr, &bad);
-  if (rc != 0) {
-    fail(ncclSystemError,
-         "posting the flush READ on " + flush_qp_->describe() + " failed: " + errno_text(rc));
-    return report_failure();
-  }
+  // One READ through every device that wrote into the buffer (each device's writes are ordered
+  // only before its own READ), like NCCL's IB transport; the request completes when all did.
   f->in_use = true;
-  f->done = false;
+  f->pending = 0;
+  for (FlushQp& fq : flush_qps_) {
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uintptr_t>(flush_buf_);
+    sge.length = 1;
+    sge.lkey = fq.mr->mr->lkey;
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.wr_id = static_cast<uint64_t>(f - flushes_.data());
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(data[last]);
+    wr.wr.rdma.rkey = mem->rkey[fq.data_qp];  // this device's registration of the buffer
+    const int rc = ibv_post_send(fq.qp->qp(), &wr, &bad);
+    if (rc != 0) {
+      // READs already posted still complete into this slot: it stays busy until they did.
+      fail(ncclSystemError,
+           "posting the flush READ on " + fq.qp->describe() + " failed: " + errno_text(rc));
+      if (f->pending == 0) f->in_use = false;
+      return report_failure();
+    }
+    ++f->pending;
+  }
   *request = f;
   return ncclSuccess;
 }
 
 void RdmaConnection::poll_flush() {
-  if (!flush_qp_) return;
-  ibv_wc wc[8];
-  const int n = ibv_poll_cq(flush_qp_->cq(), 8, wc);
-  for (int i = 0; i < n; ++i) {
-    if (wc[i].status != IBV_WC_SUCCESS) {
-      fail(ncclSystemError, "flush READ on " + flush_qp_->describe() + " failed: " +
-                                flush_qp_->device()->api()->wc_status_str(wc[i].status));
-      continue;
+  for (FlushQp& fq : flush_qps_) {
+    ibv_wc wc[8];
+    const int n = ibv_poll_cq(fq.qp->cq(), 8, wc);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        fail(ncclSystemError, "flush READ on " + fq.qp->describe() + " failed: " +
+                                  fq.qp->device()->api()->wc_status_str(wc[i].status));
+        continue;
+      }
+      if (wc[i].wr_id < flushes_.size() && flushes_[wc[i].wr_id].pending > 0)
+        --flushes_[wc[i].wr_id].pending;
     }
-    if (wc[i].wr_id < flushes_.size()) flushes_[wc[i].wr_id].done = true;
   }
+}
+
+bool RdmaConnection::poll_ready(std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) {
+    *why = "the comm was closed";
+    return false;
+  }
+  if (sender_ || ready_) return true;
+  uint8_t byte = 0;
+  const ssize_t n = recv(control_.get(), &byte, 1, MSG_DONTWAIT);
+  if (n == 1 && byte == kReadyByte) {
+    ready_ = true;
+    return true;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+  if (n == 1) {
+    *why = "the connector sent byte " + std::to_string(byte) +
+           " instead of its ready byte (protocol violation)";
+  } else if (n == 0) {
+    *why =
+        "the connector closed the connection before its QPs were ready (its process exited "
+        "or it closed the comm)";
+  } else {
+    *why = "reading the connector's ready byte failed: " + errno_text(errno);
+  }
+  return false;
 }
 
 std::string RdmaConnection::describe() const {
@@ -164,6 +226,28 @@ ncclResult_t RdmaConnection::report_failure() {
   return failure_->report(describe());
 }
 
+RdmaConnection::Request* RdmaConnection::take_slot(uint32_t seq) {
+  // The request 32 sequences back shares this sequence's by_seq_ entry (and clear-to-send slot).
+  // Its data has normally all arrived: with at most 32 outstanding, a later request completed,
+  // and each QP completes in order. If it is still completing, the caller retries.
+  const Request* prev = by_seq_[seq % by_seq_.size()];
+  if (prev != nullptr && prev->in_use && prev->pending > 0) return nullptr;
+  for (Request& r : pool_) {
+    if (!r.in_use) return &r;
+  }
+  return nullptr;
+}
+
+ncclResult_t RdmaConnection::closed_error() {
+  if (!closed_warned_.exchange(true)) {
+    MESH_WARN(
+        "%s: called after the comm was closed (process exit with NCCL's threads still "
+        "running?)",
+        describe().c_str());
+  }
+  return ncclInternalError;
+}
+
 size_t RdmaConnection::in_flight() const {
   size_t n = 0;
   for (const Request& r : pool_) n += r.in_use ? 1 : 0;
@@ -172,6 +256,8 @@ size_t RdmaConnection::in_flight() const {
 
 ncclResult_t RdmaConnection::register_memory(MemoryRegion* mr, int dmabuf_fd, uint64_t offset) {
   auto mem = std::make_unique<RdmaMemory>();
+  // GPU memory (and its stand-in, NCCL_MESH_TEST_HOST_AS_GPU): reached by the NIC only.
+  mem->gpu = mr->type == NCCL_PTR_CUDA || dmabuf_fd >= 0;
   auto& qps = ep_->qps();
   for (size_t q = 0; q < qps.size(); ++q) {
     VerbsDevice* dev = qps[q]->device();
@@ -202,6 +288,10 @@ void RdmaConnection::check_control() {
   uint8_t byte;
   const ssize_t n = recv(control_.get(), &byte, 1, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n > 0 && !sender_ && !ready_ && byte == kReadyByte) {
+    ready_ = true;  // accept() normally reads it (poll_ready); harmless here
+    return;
+  }
   if (n > 0) {
     fail(ncclRemoteError, "unexpected bytes on the control socket (protocol violation)");
     return;
@@ -237,13 +327,13 @@ void RdmaConnection::poll() {
         }
         if (sender_) {
           const uint32_t seq = static_cast<uint32_t>(c.wr_id);
-          Request& r = pool_[seq % pool_.size()];
-          if (!r.in_use || r.seq != seq || r.pending == 0) {
+          Request* rp = by_seq_[seq % by_seq_.size()];
+          if (rp == nullptr || !rp->in_use || rp->seq != seq || rp->pending == 0) {
             fail(ncclInternalError,
                  "send completion for message " + std::to_string(seq) + " that is not in flight");
             continue;
           }
-          --r.pending;
+          --rp->pending;
           continue;
         }
         if (c.wr_id & kCtsWrFlag) continue;  // a signalled clear-to-send write
@@ -253,14 +343,15 @@ void RdmaConnection::poll() {
           continue;
         }
         const uint32_t seq = completed_[q]++;
-        Request& r = pool_[seq % pool_.size()];
+        Request* rp = by_seq_[seq % by_seq_.size()];
         const uint64_t size = ntohl(c.imm_data);
-        if (!r.in_use || r.seq != seq || r.pending == 0) {
+        if (rp == nullptr || !rp->in_use || rp->seq != seq || rp->pending == 0) {
           fail(ncclRemoteError, "data for message " + std::to_string(seq) + " arrived on " +
                                     qps[q]->describe() +
                                     " before its receive was posted (protocol violation)");
           continue;
         }
+        Request& r = *rp;
         if (size > r.capacity) {
           fail(ncclInvalidUsage, oversize_at_receiver(size, r.capacity));
           continue;
@@ -294,6 +385,7 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
   *request = nullptr;
   if (!sender_) return ncclInternalError;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   poll();
   if (failure_->failed()) return report_failure();
   const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
@@ -307,13 +399,17 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
               size, static_cast<unsigned long long>(kMaxMessageSize));
     return ncclInvalidArgument;
   }
-  Request& r = pool_[next_seq_ % pool_.size()];
-  if (r.in_use) return warn_pool_exhausted(describe(), true);
+  if (in_flight() >= pool_.size()) return warn_pool_exhausted(describe(), true);
   // The receiver's clear-to-send for this sequence: written by its NIC, the marker last.
   const uint8_t* slot = ep_->cts_memory() + (next_seq_ % pool_.size()) * kCtsEntrySize;
   const uint32_t marker =
       le32toh(__atomic_load_n(reinterpret_cast<const uint32_t*>(slot + 60), __ATOMIC_ACQUIRE));
   if (marker != next_seq_ + 1) return ncclSuccess;  // not posted yet: NCCL retries
+  Request* rp = take_slot(next_seq_);
+  if (rp == nullptr)
+    return ncclSuccess;  // the previous user of this sequence's slot is
+                         // still completing: retry
+  Request& r = *rp;
   const CtsEntry cts = decode_cts_entry(slot);
   const bool oversize = size > cts.capacity;
   auto& qps = ep_->qps();
@@ -331,7 +427,10 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl(static_cast<uint32_t>(size));
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (s.length > 0 && s.length <= qps[q]->max_inline()) wr.send_flags |= IBV_SEND_INLINE;
+    // Inline makes the verbs library copy the payload with the CPU at post time: host memory
+    // only (a GPU address would fault or put garbage on the wire).
+    if (s.length > 0 && s.length <= qps[q]->max_inline() && !mem->gpu)
+      wr.send_flags |= IBV_SEND_INLINE;
     wr.sg_list = &sge;
     wr.num_sge = s.length > 0 ? 1 : 0;
     wr.wr.rdma.remote_addr = cts.addr + s.offset;
@@ -347,6 +446,7 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
   r.seq = next_seq_++;
   r.size = size;
   r.pending = qps.size();
+  by_seq_[r.seq % by_seq_.size()] = &r;
   if (oversize) {
     fail(ncclInvalidUsage, oversize_at_sender(size, cts.capacity));
     return report_failure();
@@ -395,6 +495,7 @@ ncclResult_t RdmaConnection::irecv(int n, void** data, size_t* sizes, int* /*tag
   if (sender_) return ncclInternalError;
   if (n != 1) return warn_grouped_receive(describe(), n);
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   poll();
   if (failure_->failed()) return report_failure();
   MemoryRegion* mr = mrs != nullptr ? mrs[0] : nullptr;
@@ -404,13 +505,16 @@ ncclResult_t RdmaConnection::irecv(int n, void** data, size_t* sizes, int* /*tag
               describe().c_str(), sizes[0], static_cast<void*>(mr));
     return ncclInvalidArgument;
   }
-  Request& r = pool_[next_seq_ % pool_.size()];
-  if (r.in_use) return warn_pool_exhausted(describe(), false);
+  if (in_flight() >= pool_.size()) return warn_pool_exhausted(describe(), false);
+  Request* rp = take_slot(next_seq_);
+  if (rp == nullptr) return ncclSuccess;  // see take_slot: retry
+  Request& r = *rp;
   r.in_use = true;
   r.seq = next_seq_++;
   r.capacity = sizes[0];
   r.size = 0;
   r.pending = ep_->qps().size();
+  by_seq_[r.seq % by_seq_.size()] = &r;
   if (!post_cts(&r, data[0], mem)) return report_failure();
   *request = &r;
   return ncclSuccess;
@@ -420,6 +524,7 @@ ncclResult_t RdmaConnection::test(RequestHeader* request, int* done, int* sizes)
   auto* r = reinterpret_cast<Request*>(request);
   *done = 0;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
   auto* f = reinterpret_cast<FlushRequest*>(request);
   if (f >= flushes_.data() && f < flushes_.data() + flushes_.size()) {
     if (!f->in_use) {
@@ -427,7 +532,7 @@ ncclResult_t RdmaConnection::test(RequestHeader* request, int* done, int* sizes)
       return ncclInternalError;
     }
     poll_flush();
-    if (f->done) {
+    if (f->pending == 0) {
       *done = 1;
       if (sizes != nullptr) *sizes = 0;
       f->in_use = false;

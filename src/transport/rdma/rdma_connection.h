@@ -6,21 +6,28 @@
 //    size) straight into the posted buffer: no copy, no receiver CPU;
 //  - test() polls the QPs' completion queues; a request is done when every QP reported it.
 // The TCP control socket of the handshake stays open as a liveness signal: when the peer's
-// process dies its kernel closes it, which is faster than RDMA retry timeouts.
+// process dies its kernel closes it, which is faster than RDMA retry timeouts. Its only payload
+// is one "ready" byte from the connector once its QPs are in RTS: the listener hands out the
+// receive comm only after reading it (poll_ready), so no clear-to-send hits a QP still in INIT.
+//
+// Memory the CPU may touch: the plugin's own (clear-to-send ring, flush buffer) and host
+// registrations. NCCL_PTR_CUDA and dma-buf registrations (RdmaMemory::gpu) are reached by the
+// NIC only: never posted inline (the verbs library would copy them with the CPU).
 //
 // Threads: isend/irecv/test run on NCCL's progress thread under `mu_`; the device's async
 // thread only touches `failure_`.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "transport/connection.h"
-#include "util/socket_util.h"
 #include "transport/rdma/endpoint.h"
+#include "util/socket_util.h"
 
 namespace mesh::rdma {
 
@@ -29,6 +36,7 @@ struct RdmaMemory final : TransportMemory {
   std::array<uint32_t, kMaxQps> lkey{};
   std::array<uint32_t, kMaxQps> rkey{};
   std::vector<std::pair<VerbsDevice*, CachedMr*>> held;  // one per distinct device
+  bool gpu = false;  // NCCL_PTR_CUDA or dma-buf: the CPU must never read or write it
   ~RdmaMemory() override {
     for (auto& [dev, mr] : held) dev->release_mr(mr);
   }
@@ -52,6 +60,9 @@ class RdmaConnection final : public Connection {
   ncclResult_t register_memory(MemoryRegion* mr, int dmabuf_fd, uint64_t offset) override;
   void close() override;
   std::string describe() const override;
+  // Listener side: true once the connector's "ready" byte arrived (non-blocking). False with
+  // an empty *why while waiting; false with *why set when the connection failed meanwhile.
+  bool poll_ready(std::string* why) override;
 
  private:
   struct Request {
@@ -63,13 +74,14 @@ class RdmaConnection final : public Connection {
     size_t pending = 0;  // QP completions still expected
   };
 
-  bool open_flush_qp(std::string* why);  // caller holds mu_
-  void poll_flush();                     // caller holds mu_
-  void poll();                           // completions and liveness; caller holds mu_
-  void check_control();                  // caller holds mu_
+  bool open_flush_qps(std::string* why);  // caller holds mu_
+  void poll_flush();                      // caller holds mu_
+  void poll();                            // completions and liveness; caller holds mu_
+  void check_control();                   // caller holds mu_
   bool post_cts(Request* r, void* data, const RdmaMemory* mem);
   void fail(ncclResult_t code, const std::string& why);
   ncclResult_t report_failure();
+  ncclResult_t closed_error();  // a call after close(): one WARN, ncclInternalError
   size_t in_flight() const;
 
   const bool sender_;
@@ -79,23 +91,34 @@ class RdmaConnection final : public Connection {
   std::string peer_;
   std::string summary_;
   std::shared_ptr<FailureLatch> failure_ = std::make_shared<FailureLatch>();
+  std::atomic<bool> closed_warned_{false};  // closed_error() warns once
 
   std::mutex mu_;
-  std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;  // slot = sequence % NCCL_NET_MAX_REQUESTS
+  // Any NCCL_NET_MAX_REQUESTS requests may be outstanding, tested in any order: a request takes
+  // any free slot; by_seq_ finds the request of a sequence number for its completions.
+  std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;
+  std::array<Request*, NCCL_NET_MAX_REQUESTS> by_seq_{};  // index = sequence % 32
   uint32_t next_seq_ = 0;
+  bool ready_ = false;                         // receiver: the connector's ready byte arrived
   std::array<uint32_t, kMaxQps> completed_{};  // receiver: messages completed per QP
   uint32_t cts_posted_ = 0;
 
-  // GPU flush (receiver): a QP connected to itself on QP 0's device; an RDMA READ of one byte
-  // of the received buffer completes only after the NIC's earlier writes reached GPU memory.
+  // GPU flush (receiver): per RDMA device of the connection, a QP connected to itself; an RDMA
+  // READ of one byte of the received buffer through a device completes only after that device's
+  // earlier writes reached GPU memory, so a striped receive needs one READ per device.
   struct FlushRequest {
     RequestHeader hdr;
     bool in_use = false;
-    bool done = false;
+    size_t pending = 0;  // READs still to complete
   };
-  std::unique_ptr<QueuePair> flush_qp_;
+  struct FlushQp {
+    std::unique_ptr<QueuePair> qp;
+    CachedMr* mr = nullptr;  // flush_buf_ on this device
+    size_t data_qp = 0;      // a data QP on this device: its rkey of the flushed buffer
+  };
+  Request* take_slot(uint32_t seq);  // nullptr: no free slot or the sequence's slot is busy
+  std::vector<FlushQp> flush_qps_;
   uint8_t* flush_buf_ = nullptr;
-  CachedMr* flush_mr_ = nullptr;
   std::array<FlushRequest, NCCL_NET_MAX_REQUESTS> flushes_;
   int64_t peer_gone_ms_ = -1;
 };

@@ -14,6 +14,12 @@ void RdmaTransport::bind(const std::vector<topology::Interface>& used, const Rdm
   ports_.assign(used_.size(), PortBinding{});
   any_usable_ = false;
   if (options_.mode == TransportMode::kTcp) return;
+  if (options_.host_as_gpu) {
+    MESH_WARN(
+        "NCCL_MESH_TEST_HOST_AS_GPU=1 (testing only): RDMA devices without a GPU driver "
+        "advertise NCCL_PTR_CUDA; host memory registered as NCCL_PTR_CUDA is treated as GPU "
+        "memory. Unset it outside tests");
+  }
   std::string why;
   if (!registry_.available(&why)) {
     if (options_.mode == TransportMode::kRdma)
@@ -51,11 +57,19 @@ int RdmaTransport::pointer_support(const topology::NetDevice& d) {
   std::error_code ec;
   const bool peermem = std::filesystem::exists("/sys/module/nvidia_peermem", ec) ||
                        std::filesystem::exists("/sys/kernel/mm/memory_peers/nv_mem/version", ec);
+  const bool gpu_driver = std::filesystem::exists("/dev/nvidiactl", ec);
   if (peermem) support |= NCCL_PTR_CUDA;
-  std::string why;
-  VerbsDevice* dev = registry_.open(ports_[d.members[0]].device, &why);
-  if (dev != nullptr && dev->dmabuf_supported() && std::filesystem::exists("/dev/nvidiactl", ec))
-    support |= NCCL_PTR_DMABUF;
+  // The stand-in for GPU memory in tests (docs/rdma.md): only where no real GPU could be meant.
+  if (!gpu_driver && options_.host_as_gpu) support |= NCCL_PTR_CUDA;
+  // dma-buf only when every RDMA device of the device's cables can register one (a connection
+  // stripes over all of them).
+  bool dmabuf = gpu_driver;
+  for (size_t m : d.members) {
+    std::string why;
+    VerbsDevice* dev = dmabuf ? registry_.open(ports_[m].device, &why) : nullptr;
+    dmabuf = dev != nullptr && dev->dmabuf_supported();
+  }
+  if (dmabuf) support |= NCCL_PTR_DMABUF;
   return support;
 }
 
@@ -83,7 +97,7 @@ std::vector<topology::Rail> RdmaTransport::usable_rails(const std::vector<topolo
 }
 
 std::shared_ptr<Endpoint> RdmaTransport::open_sender(const std::vector<topology::Rail>& rails,
-                                                     std::vector<uint8_t>* setup,
+                                                     int traffic_class, std::vector<uint8_t>* setup,
                                                      std::string* why) {
   // QPs per connection: a multiple of the cables, so each cable carries an equal share.
   std::vector<RailBinding> bindings;
@@ -93,15 +107,25 @@ std::shared_ptr<Endpoint> RdmaTransport::open_sender(const std::vector<topology:
   const size_t n = bindings.size();
   const size_t nqps = std::min(kMaxQps, (options_.qps_per_conn + n - 1) / n * n);
   std::shared_ptr<Endpoint> ep = Endpoint::for_sender(registry_, bindings, nqps, why);
-  if (ep) *setup = encode_setup(ep->local_setup());
+  if (ep) {
+    SetupMessage local = ep->local_setup();
+    local.traffic_class = traffic_class;  // the listener applies it to its QPs too
+    *setup = encode_setup(local);
+  }
   return ep;
 }
 
+QpOptions RdmaTransport::qp_options(int traffic_class) const {
+  QpOptions opt = options_.qp;
+  if (traffic_class >= 0 && traffic_class <= 255) opt.traffic_class = traffic_class;
+  return opt;
+}
+
 bool RdmaTransport::connect_sender(Endpoint& ep, const std::vector<uint8_t>& peer_setup,
-                                   std::string* why) const {
+                                   int traffic_class, std::string* why) const {
   SetupMessage peer;
   return decode_setup(peer_setup.data(), peer_setup.size(), &peer, why) &&
-         ep.connect(peer, options_.qp, why);
+         ep.connect(peer, qp_options(traffic_class), why);
 }
 
 bool RdmaTransport::accept_extension(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
@@ -123,7 +147,7 @@ bool RdmaTransport::accept_extension(const std::vector<uint8_t>& ext, std::vecto
     return false;
   };
   std::shared_ptr<Endpoint> ep = Endpoint::for_receiver(registry_, peer, lookup, why);
-  if (!ep || !ep->connect(peer, options_.qp, why)) return false;
+  if (!ep || !ep->connect(peer, qp_options(peer.traffic_class), why)) return false;
   *reply = encode_setup(ep->local_setup());
   *state = ep;
   return true;

@@ -32,6 +32,7 @@ struct RdmaOptions {
   int gid_index = -1;                         // NCCL_MESH_GID_INDEX (< 0: automatic)
   size_t qps_per_conn = 2;                    // NCCL_MESH_QPS_PER_CONN
   QpOptions qp;                               // NCCL_MESH_IB_TIMEOUT / NCCL_MESH_IB_RETRY_CNT
+  bool host_as_gpu = false;                   // NCCL_MESH_TEST_HOST_AS_GPU (testing only)
 };
 
 class RdmaTransport {
@@ -46,7 +47,8 @@ class RdmaTransport {
   bool any_usable() const { return any_usable_; }
   // NCCL_PTR_* for an NCCL device: host memory always; GPU memory only where every cable of
   // the device is RDMA and GPUDirect is really available (peer-memory module: NCCL_PTR_CUDA,
-  // dma-buf registration: NCCL_PTR_DMABUF).
+  // dma-buf registration: NCCL_PTR_DMABUF, when every RDMA device of its cables takes one).
+  // With NCCL_MESH_TEST_HOST_AS_GPU, NCCL_PTR_CUDA on hosts without a GPU driver.
   int pointer_support(const topology::NetDevice& d);
   // The handle's RDMA mask: bit i set when addrs[i] (i < max) is a local address whose
   // interface has a usable RDMA port.
@@ -58,12 +60,15 @@ class RdmaTransport {
 
   // Connector: the sender endpoint over `rails` (from usable_rails()) and, in *setup, the message
   // its control hello carries. Its QPs are NCCL_MESH_QPS_PER_CONN rounded up to a multiple of the
-  // cables (at most kMaxQps), so each cable carries an equal share. nullptr with *why.
-  std::shared_ptr<Endpoint> open_sender(const std::vector<topology::Rail>& rails,
+  // cables (at most kMaxQps), so each cable carries an equal share. `traffic_class` (the
+  // context's, -1 = unset) travels in the setup message so the listener's QPs use it too.
+  // nullptr with *why.
+  std::shared_ptr<Endpoint> open_sender(const std::vector<topology::Rail>& rails, int traffic_class,
                                         std::vector<uint8_t>* setup, std::string* why);
   // Connector, once the handshake is done: checks the listener's answer and moves the QPs to
-  // RTS.
-  bool connect_sender(Endpoint& ep, const std::vector<uint8_t>& peer_setup, std::string* why) const;
+  // RTS with the context's traffic class.
+  bool connect_sender(Endpoint& ep, const std::vector<uint8_t>& peer_setup, int traffic_class,
+                      std::string* why) const;
   // Handshake service thread, listener's side (the service's extension handler): builds the
   // receiver endpoint for the connector's setup message, connects it, and returns the answer
   // in *reply and the endpoint in *state (which accept() turns into the connection).
@@ -71,6 +76,9 @@ class RdmaTransport {
                         std::shared_ptr<void>* state, std::string* why);
 
  private:
+  // The QP settings with a traffic class (-1 or out of range: the provider's default).
+  QpOptions qp_options(int traffic_class) const;
+
   std::vector<topology::Interface> used_;
   std::vector<PortBinding> ports_;  // one per interface of used_
   bool any_usable_ = false;

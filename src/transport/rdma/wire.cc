@@ -15,6 +15,10 @@ std::vector<uint8_t> encode_setup(const SetupMessage& m) {
   put_u32(buf, kSetupMagic);
   buf[4] = kSetupVersion;
   buf[5] = static_cast<uint8_t>(nqps);
+  if (m.traffic_class >= 0 && m.traffic_class <= 255) {
+    buf[6] = kSetupFlagTrafficClass;
+    buf[7] = static_cast<uint8_t>(m.traffic_class);
+  }
   put_u64(buf + 8, m.ring_addr);
   for (size_t i = 0; i < nqps; ++i) {
     const QpInfo& q = m.qps[i];
@@ -51,7 +55,8 @@ bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::strin
            std::to_string(kMaxQps) + " allowed)";
     return false;
   }
-  if (get_u16(data + 6) != 0) {
+  if ((data[6] & ~kSetupFlagTrafficClass) != 0 ||
+      ((data[6] & kSetupFlagTrafficClass) == 0 && data[7] != 0)) {
     *why = "RDMA setup message has non-zero reserved bytes";
     return false;
   }
@@ -62,6 +67,7 @@ bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::strin
   }
   SetupMessage m;
   m.ring_addr = get_u64(data + 8);
+  m.traffic_class = (data[6] & kSetupFlagTrafficClass) != 0 ? data[7] : -1;
   for (size_t i = 0; i < nqps; ++i) {
     const uint8_t* p = data + kSetupHeaderSize + i * kQpEntrySize;
     QpInfo q;

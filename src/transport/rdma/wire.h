@@ -4,13 +4,17 @@
 //    connect() returns the send comm) appends it to its control-socket hello; the listener's
 //    handshake service answers with its own after the 4-byte reply (handshake/hello.h).
 //      [0] u32 magic 'MSRD'   [4] u8 version   [5] u8 number of QPs (1..kMaxQps)
-//      [6] u16 reserved (0)   [8] u64 clear-to-send ring address (sender; 0 from the receiver)
+//      [6] u8 flags: bit 0 = [7] holds a traffic class (the connector's, from NCCL's comm config:
+//          the listener applies it to its QPs too, as NCCL's IB transport does); other bits 0
+//      [7] u8 traffic class (0 without the flag)
+//      [8] u64 clear-to-send ring address (sender; 0 from the receiver)
 //      [16] nqps x 40-byte QP entries:
 //        [0] u32 QP number (24 bits)   [4] u32 initial PSN (24 bits)   [8] u8[16] GID
 //        [24] u16 LID (InfiniBand; 0 on RoCE)   [26] u8 path MTU (verbs enum 1..5)
 //        [27] u8 reserved (0)   [28] u32 local IPv4 address of this QP's cable
 //        [32] u32 peer IPv4 address on that cable   [36] u32 ring rkey (sender; 0 from receiver)
 //    Both sides check every field; the listener maps "peer IPv4 address" to its own RDMA port.
+//    Version 2 added the traffic class and the ready byte (4.), so version 1 peers are refused.
 //
 // 2. Clear-to-send ring: NCCL_NET_MAX_REQUESTS entries of kCtsEntrySize bytes in the sender's
 //    registered memory. For every posted receive the receiver RDMA-WRITEs (inline) one entry
@@ -24,6 +28,12 @@
 //    (split()); QP q writes slice q with one RDMA WRITE_WITH_IMM into the announced buffer; every
 //    QP posts exactly one per message (a zero-length one when its slice is empty), so each QP's
 //    completions arrive in message order on both sides. The immediate is the message size.
+//
+// 4. Ready: after the handshake the connector moves its QPs to RTR/RTS, then writes one byte
+//    'R' on the control socket. The listener's accept() returns the receive comm only once it
+//    has read it, so its first clear-to-send never reaches a QP still in INIT (which would drop
+//    it and wait for the ACK timeout, or fail the QP when the connector comes back late).
+//    Nothing else is ever written on the control socket: any other byte is a protocol error.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +44,8 @@
 namespace mesh::rdma {
 
 inline constexpr uint32_t kSetupMagic = 0x4D535244;  // "MSRD"
-inline constexpr uint8_t kSetupVersion = 1;
+inline constexpr uint8_t kSetupVersion = 2;
+inline constexpr uint8_t kSetupFlagTrafficClass = 0x01;
 inline constexpr size_t kMaxQps = 8;
 inline constexpr size_t kSetupHeaderSize = 16;
 inline constexpr size_t kQpEntrySize = 40;
@@ -57,6 +68,7 @@ struct QpInfo {
 };
 
 struct SetupMessage {
+  int traffic_class = -1;  // -1: none (the connector's comm config set none)
   uint64_t ring_addr = 0;
   std::vector<QpInfo> qps;
 };

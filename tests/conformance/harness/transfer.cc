@@ -1,5 +1,8 @@
 #include "harness/transfer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -40,8 +43,11 @@ struct Stream {
   void* comm = nullptr;
   StreamResult* result = nullptr;
   size_t slots = 1;
+  size_t max_inflight = 1;
   size_t slot_bytes = 0;
   std::unique_ptr<uint8_t[]> arena;
+  uint8_t* base = nullptr;   // arena.get(), or the stand-in mapping
+  size_t standin_bytes = 0;  // gpu_standin: the mmap'd length (0 otherwise)
   void* arena_mh = nullptr;
   std::vector<void*> slot_mh;
   size_t next_post = 0;
@@ -55,7 +61,13 @@ struct Stream {
   const Clock::time_point* mark = nullptr;
   Clock::time_point first_post_at{};
 
-  uint8_t* slot_ptr(size_t index) { return arena.get() + (index % slots) * slot_bytes; }
+  uint8_t* slot_ptr(size_t index) { return base + (index % slots) * slot_bytes; }
+  // gpu_standin: open a slot's pages to the CPU (PROT_READ|PROT_WRITE, PROT_READ) or close them
+  // again (PROT_NONE). No-op for ordinary buffers.
+  bool protect(size_t index, int prot) {
+    if (standin_bytes == 0) return true;
+    return mprotect(slot_ptr(index), slot_bytes, prot) == 0;
+  }
   // Even slots use the whole-arena registration and odd slots their own overlapping one, so both
   // an enclosing and an exact registration are exercised.
   void* mhandle(size_t index) {
@@ -119,37 +131,63 @@ bool setup(NetApi& net, Stream& s) {
   const StreamSpec& spec = *s.spec;
   uint64_t largest = 1;
   for (const MessageSpec& m : spec.messages) largest = std::max(largest, s.bytes_of(m));
-  s.slot_bytes = (largest + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  const size_t align = spec.gpu_standin ? static_cast<size_t>(sysconf(_SC_PAGESIZE)) : kSlotAlign;
+  s.slot_bytes = (largest + align - 1) / align * align;
   const size_t by_memory = std::max<size_t>(1, kArenaBudget / s.slot_bytes);
   s.slots = std::clamp<size_t>(spec.window, 1, std::max<size_t>(1, spec.messages.size()));
   s.slots = std::min(s.slots, by_memory);
+  s.max_inflight = s.slots;
+  if (spec.test_out_of_order) {
+    // The held message 0 keeps its buffer while `window` later ones are posted.
+    s.slots = std::min<size_t>(std::max<size_t>(1, spec.messages.size()), 2 * spec.window);
+    if (s.slots * s.slot_bytes > kArenaBudget) {
+      finish_fail(s, "suite bug: out-of-order window does not fit the buffer budget");
+      return false;
+    }
+  }
   if (spec.post_window_first && s.slots < std::min<size_t>(spec.window, spec.messages.size())) {
     finish_fail(s, "suite bug: window does not fit the buffer budget");
     return false;
   }
-  s.arena.reset(new uint8_t[s.slots * s.slot_bytes]);
   const size_t total = s.slots * s.slot_bytes;
-  const int type = spec.flush_as_gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
-  ncclResult_t rc = net.reg_mr(s.comm, s.arena.get(), total, type, &s.arena_mh);
+  if (spec.gpu_standin) {
+    void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      finish_fail(s, "mmap of " + std::to_string(total) + " bytes for the GPU stand-in failed");
+      return false;
+    }
+    s.base = static_cast<uint8_t*>(m);
+    s.standin_bytes = total;
+  } else {
+    s.arena.reset(new uint8_t[total]);
+    s.base = s.arena.get();
+  }
+  const int type = spec.flush_as_gpu || spec.gpu_standin ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+  ncclResult_t rc = net.reg_mr(s.comm, s.base, total, type, &s.arena_mh);
   if (rc != ncclSuccess) {
     finish_fail(s, std::string("regMr of the buffer arena returned ") + result_name(rc));
     return false;
   }
   s.slot_mh.assign(s.slots, nullptr);
   for (size_t i = 1; i < s.slots; i += 2) {
-    rc = net.reg_mr(s.comm, s.arena.get() + i * s.slot_bytes, s.slot_bytes, type, &s.slot_mh[i]);
+    rc = net.reg_mr(s.comm, s.base + i * s.slot_bytes, s.slot_bytes, type, &s.slot_mh[i]);
     if (rc != ncclSuccess) {
       finish_fail(s, std::string("overlapping regMr of slot ") + std::to_string(i) + " returned " +
                          result_name(rc));
       return false;
     }
   }
+  // From here on the CPU must not touch the stand-in: the NIC reaches the pinned pages.
+  if (s.standin_bytes != 0 && mprotect(s.base, total, PROT_NONE) != 0) {
+    finish_fail(s, "mprotect(PROT_NONE) of the GPU stand-in failed");
+    return false;
+  }
   s.filling_window = spec.post_window_first;
   return true;
 }
 
 void teardown(NetApi& net, Stream& s) {
-  if (!s.arena) return;
+  if (s.base == nullptr) return;
   ncclResult_t worst = ncclSuccess;
   for (void*& mh : s.slot_mh) {
     if (mh == nullptr) continue;
@@ -166,9 +204,12 @@ void teardown(NetApi& net, Stream& s) {
   }
   // An error return can leave requests owned by the plugin (NCCL tests a failed request never
   // again, and frees its buffers only after closing the comm).
-  if (!s.inflight.empty() || s.result->failed_at >= 0) {
-    retain_until_exit(std::move(s.arena));
+  const bool plugin_may_write = !s.inflight.empty() || s.result->failed_at >= 0;
+  if (s.standin_bytes != 0) {
+    if (!plugin_may_write) munmap(s.base, s.standin_bytes);  // else mapped until exit
+    return;
   }
+  if (plugin_may_write) retain_until_exit(std::move(s.arena));
 }
 
 // Posts as many messages as the window and the plugin allow. Returns true if anything moved.
@@ -177,7 +218,7 @@ bool post_some(NetApi& net, Stream& s, size_t stream_index, const RunHooks& hook
   const StreamSpec& spec = *s.spec;
   if (s.next_post == 0 && Clock::now() < s.first_post_at) return false;
   bool progressed = false;
-  while (!s.finished && s.next_post < spec.messages.size() && s.inflight.size() < s.slots) {
+  while (!s.finished && s.next_post < spec.messages.size() && s.inflight.size() < s.max_inflight) {
     const size_t index = s.next_post;
     const MessageSpec& m = spec.messages[index];
     if (s.hooked != index) {
@@ -187,11 +228,16 @@ bool post_some(NetApi& net, Stream& s, size_t stream_index, const RunHooks& hook
     uint8_t* buf = s.slot_ptr(index);
     if (s.prepared != index) {
       s.prepared = index;
+      if (!s.protect(index, PROT_READ | PROT_WRITE)) {
+        finish_fail(s, "mprotect of a GPU stand-in slot failed");
+        return true;
+      }
       if (spec.dir == Direction::kSend) {
         fill_pattern(buf, m.size, message_key(spec.seed, index));
       } else {
         std::memset(buf, kCanaryByte, m.capacity);
       }
+      s.protect(index, PROT_NONE);
     }
     void* request = nullptr;
     CallTimer timer;
@@ -234,7 +280,8 @@ bool post_some(NetApi& net, Stream& s, size_t stream_index, const RunHooks& hook
     ++s.next_post;
     progressed = true;
   }
-  if (s.filling_window && (s.inflight.size() >= s.slots || s.next_post >= spec.messages.size())) {
+  if (s.filling_window &&
+      (s.inflight.size() >= s.max_inflight || s.next_post >= spec.messages.size())) {
     s.filling_window = false;
   }
   return progressed;
@@ -269,56 +316,79 @@ bool flush(NetApi& net, Stream& s, size_t index, int size) {
   return true;
 }
 
+// A request test() reported done: checks what NCCL would check. False when the stream ended.
+bool complete(NetApi& net, Stream& s, const Inflight& req, const int* recv_sizes,
+              const int* send_size) {
+  const StreamSpec& spec = *s.spec;
+  const MessageSpec& m = spec.messages[req.index];
+  std::string why;
+  if (spec.dir == Direction::kSend) {
+    if (send_size[1] != kSizeCanary) {
+      finish_fail(s, "test of a send wrote sizes[1]; NCCL passes a single int for sends");
+      return false;
+    }
+  } else {
+    const uint8_t* buf = s.slot_ptr(req.index);
+    if ((spec.flush_as_gpu || spec.gpu_standin) && !flush(net, s, req.index, recv_sizes[0]))
+      return false;
+    if (recv_sizes[0] < 0 || static_cast<uint64_t>(recv_sizes[0]) != m.size) {
+      finish_fail(s, "test of " + msg_name(spec, req.index) + " reported " +
+                         std::to_string(recv_sizes[0]) + " bytes received");
+      return false;
+    }
+    // The stand-in is readable only now: the plugin holds no request on this slot any more.
+    if (!s.protect(req.index, PROT_READ)) {
+      finish_fail(s, "mprotect of a GPU stand-in slot failed");
+      return false;
+    }
+    bool ok = verify_pattern(buf, m.size, message_key(spec.seed, req.index), &why);
+    if (!ok) {
+      finish_fail(s, msg_name(spec, req.index) + " arrived corrupted: " + why);
+    } else if (m.capacity > m.size && !verify_canary(buf + m.size, m.capacity - m.size, &why)) {
+      finish_fail(s, msg_name(spec, req.index) + ": " + why);
+      ok = false;
+    }
+    s.protect(req.index, PROT_NONE);
+    if (!ok) return false;
+  }
+  if (spec.expect_error_at == static_cast<int32_t>(req.index)) {
+    finish_fail(s, msg_name(spec, req.index) + " completed, but it must fail");
+    return false;
+  }
+  ++s.result->completed;
+  return true;
+}
+
 // Tests the oldest request (NCCL never tests out of order), repeatedly while they complete.
+// test_out_of_order: message 0 is skipped until message `window` is posted; the others are
+// tested in posting order and removed as they complete.
 bool test_some(NetApi& net, Stream& s) {
   const StreamSpec& spec = *s.spec;
   bool progressed = false;
-  while (!s.finished && !s.filling_window && !s.inflight.empty()) {
-    const Inflight front = s.inflight.front();
-    const MessageSpec& m = spec.messages[front.index];
+  size_t pos = 0;
+  while (!s.finished && !s.filling_window && pos < s.inflight.size()) {
+    const Inflight req = s.inflight[pos];
+    if (spec.test_out_of_order && req.index == 0 && s.next_post <= spec.window &&
+        s.next_post < spec.messages.size()) {
+      ++pos;  // held: the later ones complete around it
+      continue;
+    }
     int done = 0;
     int recv_sizes[NCCL_PROXY_MAX_SUBS] = {};  // NCCL's pre-zeroed array for receives
     int send_size[2] = {-1, kSizeCanary};
     int* sizes = spec.dir == Direction::kRecv ? recv_sizes : send_size;
     CallTimer timer;
-    const ncclResult_t rc = net.test(front.request, &done, sizes);
-    if (!check_call_time(s, "test", front.index, timer)) return true;
+    const ncclResult_t rc = net.test(req.request, &done, sizes);
+    if (!check_call_time(s, "test", req.index, timer)) return true;
     if (rc != ncclSuccess) {
-      s.inflight.pop_front();  // never tested again, like NCCL after an error
-      on_error(s, front.index, rc, "test");
+      s.inflight.erase(s.inflight.begin() + static_cast<std::ptrdiff_t>(pos));  // never again
+      on_error(s, req.index, rc, "test");
       return true;
     }
     if (!done) break;
     progressed = true;
-    s.inflight.pop_front();
-    std::string why;
-    if (spec.dir == Direction::kSend) {
-      if (send_size[1] != kSizeCanary) {
-        finish_fail(s, "test of a send wrote sizes[1]; NCCL passes a single int for sends");
-        return true;
-      }
-    } else {
-      const uint8_t* buf = s.slot_ptr(front.index);
-      if (spec.flush_as_gpu && !flush(net, s, front.index, recv_sizes[0])) return true;
-      if (recv_sizes[0] < 0 || static_cast<uint64_t>(recv_sizes[0]) != m.size) {
-        finish_fail(s, "test of " + msg_name(spec, front.index) + " reported " +
-                           std::to_string(recv_sizes[0]) + " bytes received");
-        return true;
-      }
-      if (!verify_pattern(buf, m.size, message_key(spec.seed, front.index), &why)) {
-        finish_fail(s, msg_name(spec, front.index) + " arrived corrupted: " + why);
-        return true;
-      }
-      if (m.capacity > m.size && !verify_canary(buf + m.size, m.capacity - m.size, &why)) {
-        finish_fail(s, msg_name(spec, front.index) + ": " + why);
-        return true;
-      }
-    }
-    if (spec.expect_error_at == static_cast<int32_t>(front.index)) {
-      finish_fail(s, msg_name(spec, front.index) + " completed, but it must fail");
-      return true;
-    }
-    ++s.result->completed;
+    s.inflight.erase(s.inflight.begin() + static_cast<std::ptrdiff_t>(pos));
+    if (!complete(net, s, req, recv_sizes, send_size)) return true;
   }
   if (!s.finished && s.next_post >= spec.messages.size() && s.inflight.empty()) {
     if (spec.expect_error_at >= 0) {

@@ -47,6 +47,16 @@ struct StreamSpec {
   // checking it, as NCCL does for GPU buffers with GPUDirect RDMA (host memory stands in for GPU
   // memory: RDMA registers both alike). Local streams only (not sent to the peer).
   bool flush_as_gpu = false;
+  // Local streams only. GPU-memory stand-in (sends and receives): page-aligned buffers
+  // registered as NCCL_PTR_CUDA whose user mapping is then made PROT_NONE, so any CPU access by
+  // the plugin or libibverbs faults (SIGSEGV) while the NIC still reaches the pinned pages
+  // (docs/rdma.md). The suite opens a slot's pages only to fill, poison or verify it, while
+  // the plugin holds no request on it. Receivers flush as for GPU memory (implies flush_as_gpu).
+  bool gpu_standin = false;
+  // Local streams only: message 0 stays untested until message `window` is posted, while the
+  // later ones are tested as they complete (the contract allows any order; NCCL tests in order
+  // today). With window 32 that is 32 outstanding requests whose sequences span 33.
+  bool test_out_of_order = false;
   std::vector<MessageSpec> messages;
 };
 

@@ -85,6 +85,8 @@ void Exchange::outbound(const Link& link, const Flow& flow) {
   const uint64_t seed = next_seed_++;
   local_specs.push_back(make_spec(Direction::kSend, static_cast<uint32_t>(local_specs.size()), seed,
                                   kLocalRank, flow));
+  local_specs.back().gpu_standin = flow.local_gpu_standin;
+  local_specs.back().test_out_of_order = flow.local_out_of_order;
   local_comms.push_back(link.local);
   remote_specs.push_back(make_spec(Direction::kRecv, link.remote, seed, kLocalRank, flow));
 }
@@ -93,6 +95,8 @@ void Exchange::inbound(const Link& link, const Flow& flow) {
   const uint64_t seed = next_seed_++;
   local_specs.push_back(make_spec(Direction::kRecv, static_cast<uint32_t>(local_specs.size()), seed,
                                   kPeerRank, flow));
+  local_specs.back().gpu_standin = flow.local_gpu_standin;
+  local_specs.back().test_out_of_order = flow.local_out_of_order;
   local_comms.push_back(link.local);
   remote_specs.push_back(make_spec(Direction::kSend, link.remote, seed, kPeerRank, flow));
 }

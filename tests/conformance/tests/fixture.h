@@ -40,7 +40,9 @@ struct Flow {
   uint32_t window = 8;
   bool post_window_first = false;
   bool preset_optional_completion = false;
-  bool recv_flush_as_gpu = false;  // local receiver only: see StreamSpec::flush_as_gpu
+  bool recv_flush_as_gpu = false;   // local receiver only: see StreamSpec::flush_as_gpu
+  bool local_gpu_standin = false;   // this process's end only: see StreamSpec::gpu_standin
+  bool local_out_of_order = false;  // this process's end only: StreamSpec::test_out_of_order
   int32_t recv_expect_error_at = -1;
   int32_t send_tolerate_error_from = -1;
   bool send_tolerate_timeout = false;

@@ -57,6 +57,27 @@ TEST_P(TransferTest, ReceiveBufferLargerThanMessageReportsSentSize) {
   EXPECT_TRUE(r.all_ok()) << r.report();
 }
 
+TEST_P(TransferTest, AnyThirtyTwoRequestsMayBeOutstandingInAnyOrder) {
+  // NCCL_NET_MAX_REQUESTS bounds the requests outstanding, not the spread of their sequence
+  // numbers: message 0 stays untested while 1..31 complete and are tested, then message 32 is
+  // posted (32 outstanding again). A plugin that maps sequence s to slot s % 32 refuses it.
+  std::vector<uint64_t> sizes;
+  for (uint64_t i = 0; i < 48; ++i) sizes.push_back(4096 + 61 * i);
+  Flow flow;
+  flow.messages = exact(sizes);
+  flow.window = NCCL_NET_MAX_REQUESTS;
+  flow.local_out_of_order = true;  // our sends and our receives
+  Exchange ex;
+  ex.outbound(out_[0], flow);
+  ex.inbound(in_[0], flow);
+  // 48 small messages: seconds even on a TCG VM; a plugin that refuses message 32 leaves the
+  // peer's streams waiting for this deadline.
+  const ExchangeResult r = run(ex, scaled(20000));
+  EXPECT_TRUE(r.all_ok()) << r.report();
+  EXPECT_TRUE(local_warnings().empty())
+      << "WARN during a clean run:" << join_lines(local_warnings());
+}
+
 TEST_P(TransferTest, GpuReceivesAreFlushedOnRdma) {
   // NCCL registers GPU buffers as NCCL_PTR_CUDA (when the device advertises it) and calls iflush
   // after each receive before its kernel reads the data. Over RDMA the flush is a loopback RDMA

@@ -219,6 +219,29 @@ bandwidth() {
   return $rc
 }
 
+# standin NAME IFNAME_RANK0 IFNAME_RANK1: the GPU-memory tests once more with
+# NCCL_MESH_TEST_HOST_AS_GPU=1 in rank 0 (the device advertises NCCL_PTR_CUDA; buffers are the
+# PROT_NONE stand-in, docs/rdma.md), plus the auto-mode test against a TCP-only peer. RDMA only.
+STANDIN_FILTER='*GpuMemoryTest*:*GpuOverTcpTest*:*GpuReceivesAreFlushedOnRdma*'
+standin() {
+  local name=$1 if0=$2 if1=$3 rc t0 log=/tmp/$1.log detail
+  [ "$T" = rdma ] || return 0
+  [ "${LANE_SKIP_STANDIN:-0}" = 1 ] && return 0
+  echo "=== [guest] $name: GPU stand-in tests, NCCL_MESH_TEST_HOST_AS_GPU=1, filter $STANDIN_FILTER"
+  t0=$(now)
+  MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
+    MESH_CONFORMANCE_IFNAME=$if0 MESH_CONFORMANCE_PEER_IFNAME=$if1 \
+    MESH_CONF_TIME_SCALE=$SCALE MESH_CONFORMANCE_EXPECT_TRANSPORT=$T NCCL_MESH_TRANSPORT=auto \
+    NCCL_MESH_TEST_HOST_AS_GPU=1 NCCL_MESH_IB_TIMEOUT=14 \
+    timeout -k 10 900 ./mesh_conformance_test --gtest_color=no \
+    --gtest_filter="${LANE_STANDIN_FILTER:-$STANDIN_FILTER}" > "$log" 2>&1
+  rc=$?
+  cat "$log"
+  detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
+  [ $rc -gt 128 ] && detail="killed by signal $((rc - 128)) (a CPU access to the stand-in?); $detail"
+  record "$name" $rc "$(secs "$t0")" "$detail"
+}
+
 if [ "${LANE_SANITIZER:-}" = address ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   SCALE=$((SCALE * 3))
@@ -228,6 +251,7 @@ case ${SOFTROCE_TOPO:-} in
     CUT_LINK=$SOFTROCE_PAIR_B_NETDEV
     conformance conformance-pair "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV" \
       "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV"
+    standin standin-pair "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV"
     [ "${LANE_SKIP_BW:-0}" = 1 ] || bandwidth ;;
   dual)
     # Two cables between the same nodes: every connection stripes its QPs over both rails
@@ -236,10 +260,14 @@ case ${SOFTROCE_TOPO:-} in
     conformance conformance-dual "$SOFTROCE_PAIR_A_NETDEV,$SOFTROCE_PAIR1_A_NETDEV" \
       "$SOFTROCE_PAIR_B_NETDEV,$SOFTROCE_PAIR1_B_NETDEV" "$SOFTROCE_PAIR_A_NETDEV" \
       "$SOFTROCE_PAIR_B_NETDEV" "$SOFTROCE_PAIR1_A_NETDEV" "$SOFTROCE_PAIR1_B_NETDEV"
+    standin standin-dual "$SOFTROCE_PAIR_A_NETDEV,$SOFTROCE_PAIR1_A_NETDEV" \
+      "$SOFTROCE_PAIR_B_NETDEV,$SOFTROCE_PAIR1_B_NETDEV"
     [ "${LANE_SKIP_BW:-0}" = 1 ] || bandwidth ;;
   mesh3)
     conformance conformance-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
-      "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV" "$SOFTROCE_AB_A_NETDEV" "$SOFTROCE_AB_B_NETDEV" ;;
+      "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV" "$SOFTROCE_AB_A_NETDEV" "$SOFTROCE_AB_B_NETDEV"
+    standin standin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
+      "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV" ;;
   *) echo "lane.sh needs topology pair, dual or mesh3"; exit 2 ;;
 esac
 
