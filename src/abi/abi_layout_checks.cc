@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "nccl/net.h"
+#include "nccl/tuner.h"
 
 #define MESH_OFFSET(type, member, at) \
   static_assert(offsetof(type, member) == (at), #type "." #member)
@@ -100,3 +101,15 @@ static_assert(sizeof(ncclNetCommConfig_v11_t) == 4);
 static_assert(sizeof(ncclNetCommConfig_v12_t) == 4);
 static_assert(sizeof(ncclNetAttr_v11_t) == 44);
 static_assert(sizeof(ncclNetAttr_v12_t) == 44);
+
+// ---- tuner tables (NCCL 2.28.9's plugin/tuner/tuner_v3.h ... tuner_v5.h, LP64) ----
+static_assert(sizeof(ncclFunc_t) == 4);
+static_assert(sizeof(ncclTuner_v3_t) == 4 * 8);
+static_assert(sizeof(ncclTuner_v4_t) == 4 * 8);
+static_assert(sizeof(ncclTuner_v5_t) == 4 * 8);
+MESH_OFFSET(ncclTuner_v5_t, init, 8);
+MESH_OFFSET(ncclTuner_v5_t, getCollInfo, 16);
+MESH_OFFSET(ncclTuner_v5_t, finalize, 24);
+static_assert(sizeof(ncclNvlDomainInfo_v5_t) == 12);
+// 7x3 + 3x7x3 + 5x(4x3) doubles
+static_assert(sizeof(ncclTunerConstants_v5_t) == (21 + 63 + 60) * 8);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "handshake/handle.h"
+#include "topology/emulated_mesh.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
 #include "transport/connection_factory.h"
@@ -72,7 +73,8 @@ Plugin& Plugin::instance() {
 bool Plugin::discover(std::string* why) {
   if (discovered_) return true;
   const Settings& s = settings();
-  const auto all = topology::discover_interfaces();
+  std::vector<topology::Interface> all;
+  if (!topology::discover_mesh_interfaces(s.emulate, &all, why)) return false;
   selection_ = topology::select_interfaces(all, topology::IfnameFilter::parse(s.ifname));
   for (const std::string& note : selection_.notes)
     MESH_INFO(NCCL_INIT | NCCL_NET, "%s", note.c_str());

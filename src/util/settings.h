@@ -16,6 +16,13 @@ enum class TransportMode {
   kTcp,   // never RDMA
 };
 
+// NCCL_MESH_TUNER: what the tuner NCCL loads from this library does (plugin/tuner_policy.h).
+enum class TunerMode {
+  kAuto,  // steer ring-able collectives to Ring when this host looks like part of a partial mesh
+  kRing,  // always steer them to Ring (a partial mesh the automatic test cannot see)
+  kOff,   // never touch NCCL's choice
+};
+
 // The text values of an enum setting, indexed by the enum's value: specialised once per enum,
 // so the table below parses it and documents its range (no string compares at the call sites).
 template <typename E>
@@ -23,6 +30,10 @@ struct SettingEnum;
 template <>
 struct SettingEnum<TransportMode> {
   static constexpr std::array<const char*, 3> names = {"auto", "rdma", "tcp"};
+};
+template <>
+struct SettingEnum<TunerMode> {
+  static constexpr std::array<const char*, 3> names = {"auto", "ring", "off"};
 };
 
 // X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings (0, 0 for
@@ -65,7 +76,17 @@ struct SettingEnum<TransportMode> {
   X(int64_t, test_host_as_gpu, "NCCL_MESH_TEST_HOST_AS_GPU", 0, 0, 1,                            \
     "Testing only: on RDMA devices without a GPU driver, advertise NCCL_PTR_CUDA so tests can "  \
     "drive the GPU paths with host memory registered as NCCL_PTR_CUDA (never touched by the "    \
-    "CPU, flushed as GPU memory). Logs a WARN when on.")
+    "CPU, flushed as GPU memory). Logs a WARN when on.")                                         \
+  X(TunerMode, tuner, "NCCL_MESH_TUNER", TunerMode::kAuto, 0, 0,                                 \
+    "Tuner NCCL loads from this library: auto steers AllReduce, AllGather, ReduceScatter, "      \
+    "Broadcast and Reduce to Ring on a partial mesh (this host has fewer cables than nodes - "   \
+    "1), ring does so always, off never touches NCCL's choice.")                                 \
+  X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 0, 0, 1099511627776,                  \
+    "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "     \
+    "(Tree/PAT, whose non-neighbour pairs have no cable until relay exists).")                   \
+  X(std::string, emulate, "NCCL_MESH_EMULATE", "", 0, 0,                                         \
+    "Test and try-out: emulate this rank's place in a ring or line on one host, ring:N:R or "    \
+    "line:N:R; the plugin then uses only loopback addresses 127.77.x.y/30, one per cable.")
 
 struct Settings {
 #define MESH_SETTINGS_FIELD(type, field, env, def, lo, hi, help) type field = def;

@@ -224,7 +224,10 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_QPS_PER_CONN",
                                       "NCCL_MESH_IB_TIMEOUT",
                                       "NCCL_MESH_IB_RETRY_CNT",
-                                      "NCCL_MESH_TEST_HOST_AS_GPU"};
+                                      "NCCL_MESH_TEST_HOST_AS_GPU",
+                                      "NCCL_MESH_TUNER",
+                                      "NCCL_MESH_TUNER_MIN_BYTES",
+                                      "NCCL_MESH_EMULATE"};
   EXPECT_EQ(asked, want);
 }
 
@@ -236,10 +239,16 @@ TEST_F(LoadSettings, ValidValuesAreApplied) {
                 {"NCCL_MESH_TCP_INLINE_BYTES", "0"},
                 {"NCCL_MESH_TCP_USER_TIMEOUT_MS", "0"},
                 {"NCCL_MESH_MAX_PENDING_HANDSHAKES", "16"},
-                {"NCCL_MESH_HANDSHAKE_PORT", "29500"}};
+                {"NCCL_MESH_HANDSHAKE_PORT", "29500"},
+                {"NCCL_MESH_TUNER", "off"},
+                {"NCCL_MESH_TUNER_MIN_BYTES", "4M"},
+                {"NCCL_MESH_EMULATE", "ring:4:1"}};
   std::vector<std::string> warnings;
   const Settings s = load_settings(fake_getenv, &warnings);
   EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(s.tuner, TunerMode::kOff);
+  EXPECT_EQ(s.tuner_min_bytes, 4 << 20);
+  EXPECT_EQ(s.emulate, "ring:4:1");
   EXPECT_EQ(s.ifname, "^docker");
   EXPECT_EQ(s.connect_timeout_ms, 5000);
   EXPECT_EQ(s.tcp_streams, 8);
@@ -312,6 +321,9 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_IB_TIMEOUT", "integer", "20", "1..31"},
       {"NCCL_MESH_IB_RETRY_CNT", "integer", "6", "0..6"},
       {"NCCL_MESH_TEST_HOST_AS_GPU", "integer", "0", "0..1"},
+      {"NCCL_MESH_TUNER", "enum", "auto", "auto, ring, off"},
+      {"NCCL_MESH_TUNER_MIN_BYTES", "integer", "0", "0..1099511627776"},
+      {"NCCL_MESH_EMULATE", "string", "", ""},
   };
   const std::vector<SettingInfo> table = setting_table();
   ASSERT_EQ(table.size(), std::size(want));
@@ -342,20 +354,25 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_IB_TIMEOUT", &Settings::ib_timeout},
       {"NCCL_MESH_IB_RETRY_CNT", &Settings::ib_retry_cnt},
       {"NCCL_MESH_TEST_HOST_AS_GPU", &Settings::test_host_as_gpu},
+      {"NCCL_MESH_TUNER_MIN_BYTES", &Settings::tuner_min_bytes},
   };
   const std::map<std::string, std::string Settings::*> strings = {
       {"NCCL_MESH_IFNAME", &Settings::ifname},
+      {"NCCL_MESH_EMULATE", &Settings::emulate},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;
     for (const auto& [env, field] : strings) s.*field = "changed";
     for (const auto& [env, field] : fields) s.*field = -7;
     s.transport = TransportMode::kTcp;
+    s.tuner = TunerMode::kOff;
     std::string why;
     ASSERT_TRUE(parse_setting(info.env, info.default_value, &s, &why)) << info.env << ": " << why;
     const auto it = fields.find(info.env);
     if (std::string(info.env) == "NCCL_MESH_TRANSPORT") {
       EXPECT_EQ(s.transport, defaults.transport);
+    } else if (std::string(info.env) == "NCCL_MESH_TUNER") {
+      EXPECT_EQ(s.tuner, defaults.tuner);
     } else if (it == fields.end()) {
       const auto str = strings.find(info.env);
       ASSERT_NE(str, strings.end()) << info.env;

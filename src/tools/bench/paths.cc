@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "topology/emulated_mesh.h"
 #include "topology/ifname_filter.h"
 
 namespace mesh::bench {
@@ -12,7 +13,14 @@ LocalNet discover_local_net() {
   LocalNet net;
   const char* spec = std::getenv("NCCL_MESH_IFNAME");
   net.filter_spec = spec != nullptr ? spec : "";
-  const auto all = topology::discover_interfaces();
+  // The plugin's own view, NCCL_MESH_EMULATE included (a malformed value: the real interfaces;
+  // the plugin's init then fails with the WARN that names it).
+  std::vector<topology::Interface> all;
+  std::string why;
+  const char* emulate = std::getenv("NCCL_MESH_EMULATE");
+  if (!topology::discover_mesh_interfaces(emulate != nullptr ? emulate : "", &all, &why)) {
+    all = topology::discover_interfaces();
+  }
   const auto filter = topology::IfnameFilter::parse(net.filter_spec);
   auto selection = topology::select_interfaces(all, filter);
   net.used = std::move(selection.used);

@@ -1,4 +1,5 @@
 // The --json report: the same content as the text report, as one document for scripts.
+#include "tools/doctor/host_order.h"
 #include "tools/doctor/report.h"
 
 #ifndef MESH_DOCTOR_VERSION
@@ -198,6 +199,13 @@ json to_json(const Report& r) {
                        {"b_end", peer_interface_json(l.b_end)}});
     }
     doc["links_between_peers"] = links;
+    const HostOrderHint order = ring_host_order(
+        r.routes, r.links, r.probed, r.inv.hostname.empty() ? "(this host)" : r.inv.hostname);
+    static constexpr const char* kKinds[] = {"cycle", "path", "none"};
+    doc["ring_order"] = {{"known", order.known},
+                         {"kind", kKinds[order.kind]},
+                         {"hosts", order.hosts},
+                         {"message", order.message}};
   }
   return doc;
 }

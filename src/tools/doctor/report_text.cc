@@ -8,6 +8,8 @@
 
 #include "tools/doctor/report.h"
 
+#include "tools/doctor/host_order.h"
+
 #ifndef MESH_DOCTOR_VERSION
 #define MESH_DOCTOR_VERSION "dev"
 #endif
@@ -196,7 +198,8 @@ void print_peers(std::ostream& out, const Report& r) {
                                                  "RECV MB/s"}};
   for (const PeerRoute& route : r.routes) {
     std::string addrs;
-    for (uint32_t a : route.peer.addrs) addrs.append(addrs.empty() ? "" : ",").append(format_ipv4(a));
+    for (uint32_t a : route.peer.addrs)
+      addrs.append(addrs.empty() ? "" : ",").append(format_ipv4(a));
     if (route.self) {
       rows.push_back({route.peer.name, addrs, "(this host)", "", "", "", "", ""});
       continue;
@@ -227,6 +230,9 @@ void print_peers(std::ostream& out, const Report& r) {
     }
   }
   print_table(out, rows);
+  const HostOrderHint order = ring_host_order(
+      r.routes, r.links, r.probed, r.inv.hostname.empty() ? "(this host)" : r.inv.hostname);
+  out << "\nHost order for NCCL's ring\n  " << wrap(order.message, 2, 2) << "\n";
   if (!r.probed) {
     out << "  (add --probe, with `nccl-mesh-doctor --serve` running on each peer, to measure each "
            "cable and compare MTUs)\n";

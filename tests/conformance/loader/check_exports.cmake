@@ -1,5 +1,6 @@
 # cmake -DNM=nm -DLIB=libnccl-net-mesh.so -P check_exports.cmake
-# Fails unless `nm -D --defined-only` lists ncclNetPlugin_v6 ... _v12 as data objects.
+# Fails unless `nm -D --defined-only` lists ncclNetPlugin_v6 ... _v12 and ncclTunerPlugin_v3 ...
+# _v5 (NCCL loads the tuner from the net plugin's library) as data objects.
 execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NM} -D ${LIB} failed (${rc})")
@@ -10,7 +11,12 @@ foreach(v RANGE 6 12)
     list(APPEND missing ncclNetPlugin_v${v})
   endif()
 endforeach()
+foreach(v RANGE 3 5)
+  if(NOT symbols MATCHES "[0-9a-f]+ [DdBb] ncclTunerPlugin_v${v}\n")
+    list(APPEND missing ncclTunerPlugin_v${v})
+  endif()
+endforeach()
 if(missing)
   message(FATAL_ERROR "${LIB} does not export as data: ${missing}\n${symbols}")
 endif()
-message(STATUS "nm -D ${LIB}: ncclNetPlugin_v6 ... _v12 exported")
+message(STATUS "nm -D ${LIB}: ncclNetPlugin_v6 ... _v12, ncclTunerPlugin_v3 ... _v5 exported")
