@@ -204,6 +204,23 @@ TEST(Metrics, Formulas) {
   EXPECT_TRUE(std::isnan(half_rtt_us(1.0, 0)));
 }
 
+TEST(Metrics, PairPayloadCountsEveryMessageTheSampleCovers) {
+  // 10 timed + 2 warm-up messages of 1 MB one way.
+  EXPECT_EQ(pair_payload_bytes(1000000, 10, 2, false, false), 12000000u);
+  // --bidir: both directions.
+  EXPECT_EQ(pair_payload_bytes(1000000, 10, 2, true, false), 24000000u);
+  // With the ping-pong: a ping and a pong per round trip, warm-up included.
+  EXPECT_EQ(pair_payload_bytes(1000, 10, 2, false, true), 12000u + 24000u);
+  EXPECT_EQ(pair_payload_bytes(1000, 0, 0, false, true), 0u);
+}
+
+TEST(Metrics, PerGb) {
+  EXPECT_DOUBLE_EQ(per_gb(0.5, 2000000000), 0.25);  // 0.5 CPU s for 2 GB
+  EXPECT_DOUBLE_EQ(per_gb(300.0, 3000000), 100000.0);
+  EXPECT_TRUE(std::isnan(per_gb(1.0, 0)));
+  EXPECT_TRUE(std::isnan(per_gb(std::nan(""), 10)));
+}
+
 TEST(LaunchEnv, Detects) {
   std::map<std::string, std::string> env;
   auto get = [&env](const char* k) -> const char* {

@@ -21,4 +21,13 @@ double ratio(double a, double b);
 // Mean half round trip of a ping-pong in microseconds.
 double half_rtt_us(double total_seconds, int round_trips);
 
+// Payload bytes one pairs row moves over one transport, everything the CPU sample around it
+// pays for: warm-up and timed messages (both directions with --bidir) and, for sizes that get a
+// latency measurement, every ping and pong (warm-up included).
+uint64_t pair_payload_bytes(uint64_t bytes, int iters, int warmup, bool bidir, bool latency);
+
+// `amount` (CPU seconds, context switches) per 1e9 payload bytes; NaN when bytes == 0 or
+// amount is NaN.
+double per_gb(double amount, uint64_t bytes);
+
 }  // namespace mesh::bench

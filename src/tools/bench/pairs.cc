@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "metrics.h"
+#include "proc_usage.h"
 #include "wait.h"
 
 namespace mesh::bench {
@@ -31,6 +32,34 @@ std::vector<PairOrder> pair_order(int nranks, bool bidir) {
       out.push_back({a, b});
       if (!bidir) out.push_back({b, a});
     }
+  }
+  return out;
+}
+
+// What one rank spent on one transport's run of one size of the current pair.
+struct UsageRecord {
+  unsigned size_index = 0;
+  size_t transport = 0;
+  double cpu_s = 0;
+  uint64_t switches = 0;
+  int threads = 0;
+};
+
+nlohmann::json usage_to_json(const std::vector<UsageRecord>& records) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& u : records) {
+    out.push_back({u.size_index, u.transport, u.cpu_s, u.switches, u.threads});
+  }
+  return out;
+}
+
+// Rank 0..n-1's records of this pair; the uninvolved ranks send an empty list.
+std::vector<UsageRecord> usage_from_json(const std::string& blob) {
+  std::vector<UsageRecord> out;
+  if (blob.empty()) return out;
+  for (const auto& e : nlohmann::json::parse(blob)) {
+    out.push_back({e.at(0).get<unsigned>(), e.at(1).get<size_t>(), e.at(2).get<double>(),
+                   e.at(3).get<uint64_t>(), e.at(4).get<int>()});
   }
   return out;
 }
@@ -66,6 +95,8 @@ std::vector<Row> run_pairs(Context& ctx) {
   mark_traffic_start();
   for (const auto& pair : pair_order(ctx.nranks, opt.bidir)) {
     const bool involved = ctx.rank == pair.src || ctx.rank == pair.dst;
+    std::vector<UsageRecord> usage;  // this rank's, for this pair
+    const size_t first_row = rows.size();
     if (involved) {
       const int peer = ctx.rank == pair.src ? pair.dst : pair.src;
       if (ctx.rank == pair.src) {
@@ -100,9 +131,18 @@ std::vector<Row> run_pairs(Context& ctx) {
         const auto& l = ctx.link(peer);
         row.path = l.tcp ? fmt::format("{} {} -> {}", l.tcp_ifname, l.tcp_local, l.tcp_remote)
                          : std::string("-");
-        for (auto& t : transports) {
+        for (size_t ti = 0; ti < transports.size(); ++ti) {
+          auto& t = transports[ti];
           PairResult r;
-          if (t->available(peer)) r = t->run(job);
+          if (t->available(peer)) {
+            const ProcUsage before = sample_usage();
+            r = t->run(job);
+            const ProcUsage after = sample_usage();
+            usage.push_back({job.size_index, ti, after.cpu_s - before.cpu_s,
+                             (after.voluntary_switches - before.voluntary_switches) +
+                                 (after.involuntary_switches - before.involuntary_switches),
+                             count_threads()});
+          }
           Measurement m;
           m.gbps = r.gbps;
           m.lat_us = r.lat_us;
@@ -126,8 +166,44 @@ std::vector<Row> run_pairs(Context& ctx) {
         }
       }
     }
-    // The other ranks wait here while this pair runs.
-    ctx.rdv->barrier();
+    // The other ranks wait here while this pair runs; the pair's two ranks bring their CPU
+    // samples, which the sender adds up into its rows (both ends pay for every byte).
+    const auto all = ctx.rdv->allgather(involved ? usage_to_json(usage).dump() : std::string());
+    if (ctx.rank == pair.src) {
+      for (size_t ri = first_row; ri < rows.size(); ++ri) {
+        Row& row = rows[ri];
+        const unsigned si = static_cast<unsigned>(ri - first_row);
+        const uint64_t payload = pair_payload_bytes(
+            row.bytes, row.iters,
+            plan_iterations(row.bytes, opt.iters, opt.warmup, opt.iter_bytes).warmup, opt.bidir,
+            row.bytes <= opt.latency_max_bytes);
+        for (size_t ti = 0; ti < transports.size(); ++ti) {
+          double cpu = 0;
+          uint64_t switches = 0;
+          int threads = 0;
+          int samples = 0;
+          for (const int rk : {pair.src, pair.dst}) {
+            for (const auto& u : usage_from_json(all[static_cast<size_t>(rk)])) {
+              if (u.size_index != si || u.transport != ti) continue;
+              cpu += u.cpu_s;
+              switches += u.switches;
+              threads = std::max(threads, u.threads);
+              ++samples;
+            }
+          }
+          if (samples != 2) continue;  // transport not available for this peer
+          Measurement* m = nullptr;
+          if (std::string(transports[ti]->name()) == "plugin") m = &row.plugin;
+          for (auto& [name, b] : row.baselines) {
+            if (name == transports[ti]->name()) m = &b;
+          }
+          if (m == nullptr) continue;
+          m->cpu_s_per_gb = per_gb(cpu, payload);
+          m->csw_per_gb = per_gb(static_cast<double>(switches), payload);
+          m->threads = threads;
+        }
+      }
+    }
   }
   arena.release();
   return rows;

@@ -37,6 +37,9 @@ void put_measurement(json& j, const std::string& prefix, const Measurement& m) {
   j[prefix + "_lat_us"] = num(m.lat_us);
   j[prefix + "_algbw"] = num(m.algbw);
   j[prefix + "_time_us"] = num(m.time_us);
+  j[prefix + "_cpu_s_per_gb"] = num(m.cpu_s_per_gb);
+  j[prefix + "_csw_per_gb"] = num(m.csw_per_gb);
+  j[prefix + "_threads"] = num(m.threads);
 }
 
 Measurement get_measurement(const json& j, const std::string& prefix) {
@@ -45,6 +48,9 @@ Measurement get_measurement(const json& j, const std::string& prefix) {
   m.lat_us = get_num(j, prefix + "_lat_us");
   m.algbw = get_num(j, prefix + "_algbw");
   m.time_us = get_num(j, prefix + "_time_us");
+  m.cpu_s_per_gb = get_num(j, prefix + "_cpu_s_per_gb");
+  m.csw_per_gb = get_num(j, prefix + "_csw_per_gb");
+  m.threads = get_num(j, prefix + "_threads");
   return m;
 }
 
@@ -131,6 +137,7 @@ json row_to_json(const Row& row) {
     put_measurement(j, name, m);
     j[name + "_bw_ratio"] = num(ratio(row.plugin.gbps, m.gbps));
     j[name + "_lat_ratio"] = num(ratio(row.plugin.lat_us, m.lat_us));
+    j[name + "_cpu_ratio"] = num(ratio(row.plugin.cpu_s_per_gb, m.cpu_s_per_gb));
   }
   j["baselines"] = names;
   j["path"] = row.path;
@@ -226,6 +233,11 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
         "# ratio = plugin / {}: bandwidth above 1 = plugin faster; latency above 1 = plugin "
         "slower\n",
         names.front());
+    fmt::print(
+        "# cpu s/GB, csw/GB: CPU seconds and context switches of both ranks per 1e9 payload bytes "
+        "(the whole row: warm-up, timed, ping-pong); threads: per rank (the larger); cpu rat = "
+        "plugin / {}\n",
+        names.front());
   }
   if (stream) {
     fmt::print("#{:>7} {:>10} {:>10} {:>12}\n", "pair", "size", "messages", "plugin GB/s");
@@ -258,6 +270,9 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
     for (const auto& n : names) head += fmt::format(" {:>10} {:>8}", n + " GB/s", "bw ratio");
     head += fmt::format(" {:>10}", "plugin us");
     for (const auto& n : names) head += fmt::format(" {:>9} {:>9}", n + " us", "lat ratio");
+    head += fmt::format(" {:>8} {:>7} {:>7}", "cpu s/GB", "csw/GB", "threads");
+    for (const auto& n : names)
+      head += fmt::format(" {:>7} {:>7} {:>7}", n + " cpu", n + " csw", "cpu rat");
     fmt::print("{}\n", head);
     for (const auto& r : rows) {
       std::string line =
@@ -275,6 +290,14 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
         const Measurement b = m != nullptr ? *m : Measurement{};
         line += fmt::format(" {} {}", cell(b.lat_us, 9, 2),
                             cell(ratio(r.plugin.lat_us, b.lat_us), 9, 2));
+      }
+      line += fmt::format(" {} {} {}", cell(r.plugin.cpu_s_per_gb, 8, 3),
+                          cell(r.plugin.csw_per_gb, 7, 0), cell(r.plugin.threads, 7, 0));
+      for (const auto& n : names) {
+        const Measurement* m = r.baseline(n);
+        const Measurement b = m != nullptr ? *m : Measurement{};
+        line += fmt::format(" {} {} {}", cell(b.cpu_s_per_gb, 7, 3), cell(b.csw_per_gb, 7, 0),
+                            cell(ratio(r.plugin.cpu_s_per_gb, b.cpu_s_per_gb), 7, 2));
       }
       fmt::print("{}\n", line);
     }

@@ -24,6 +24,12 @@ struct Measurement {
   double algbw = kUnset;    // ring only
   double time_us = kUnset;  // ring only: one all-reduce
   double lat_us = kUnset;   // pairs only: ping-pong half round trip
+  // pairs only: CPU seconds and context switches (voluntary + involuntary) of both ranks
+  // together per 1e9 payload bytes over this transport's whole run of the row (warm-up and
+  // ping-pong included), and the larger rank's thread count (every thread of the process).
+  double cpu_s_per_gb = kUnset;
+  double csw_per_gb = kUnset;
+  double threads = kUnset;
 };
 
 struct Row {
