@@ -1,48 +1,10 @@
 // ncclNetPlugin_v12 (NCCL 2.30, current RCCL): v11's table and semantics; the properties add
 // railId/planeId (reported as NCCL_NET_ID_UNDEF: see fill_properties) and room for 8 devices per
 // virtual NIC.
-#include "abi/entry_points.h"
-
-namespace mesh::abi {
-namespace {
-
-ncclResult_t init_v12(void** ctx, uint64_t comm_id, ncclNetCommConfig_v12_t* config,
-                      ncclDebugLogger_t logger, ncclProfilerCallback_t /*prof*/) {
-  // NCCL passes a pointer to a config on its stack: keep the value, not the pointer.
-  return context_init(ctx, comm_id, config != nullptr ? config->trafficClass : -1, logger);
-}
-
-ncclResult_t get_properties_v12(int dev, ncclNetProperties_v12_t* props) {
-  return fill_properties(dev, props);
-}
-
-}  // namespace
-}  // namespace mesh::abi
+#include "abi/context_table.h"
 
 // The symbol NCCL looks up with dlsym: an exported data object of the table type.
 extern "C" {
-__attribute__((visibility("default"))) ncclNet_v12_t ncclNetPlugin_v12 = {
-    .name = "Mesh",
-    .init = mesh::abi::init_v12,
-    .devices = mesh::abi::devices,
-    .getProperties = mesh::abi::get_properties_v12,
-    .listen = mesh::abi::context_listen,
-    .connect = mesh::abi::context_connect,
-    .accept = mesh::abi::accept,
-    .regMr = mesh::abi::reg_mr,
-    .regMrDmaBuf = mesh::abi::reg_mr_dmabuf,
-    .deregMr = mesh::abi::dereg_mr,
-    .isend = mesh::abi::isend_v10plus,
-    .irecv = mesh::abi::irecv_v10plus,
-    .iflush = mesh::abi::iflush,
-    .test = mesh::abi::test,
-    .closeSend = mesh::abi::close_send,
-    .closeRecv = mesh::abi::close_recv,
-    .closeListen = mesh::abi::close_listen,
-    .getDeviceMr = nullptr,    // device-offload plugins only
-    .irecvConsumed = nullptr,  // device-offload plugins only
-    .makeVDevice = nullptr,    // devices are already grouped by NUMA node (docs/design.md)
-    .finalize = mesh::abi::context_finalize,
-    .setNetAttr = nullptr,  // optional hints, not used
-};
+__attribute__((visibility("default"))) ncclNet_v12_t ncclNetPlugin_v12 =
+    mesh::abi::context_table<ncclNet_v12_t, ncclNetCommConfig_v12_t, ncclNetProperties_v12_t>();
 }  // extern "C"
