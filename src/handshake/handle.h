@@ -26,7 +26,7 @@ namespace mesh::handshake {
 inline constexpr size_t kHandleSize = 128;
 inline constexpr size_t kNonceSize = 16;
 inline constexpr uint32_t kHandleMagic = 0x4D534831;  // "MSH1"
-inline constexpr uint8_t kHandleVersion = 2;  // 2: RDMA mask
+inline constexpr uint8_t kHandleVersion = 2;          // 2: RDMA mask
 inline constexpr size_t kHandleHeaderSize = 32;
 inline constexpr size_t kHandleAddrSize = 5;
 inline constexpr size_t kMaxHandleAddrs = (kHandleSize - kHandleHeaderSize) / kHandleAddrSize;

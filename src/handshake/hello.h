@@ -35,9 +35,9 @@ enum class Role : uint8_t { kControl = 0, kData = 1 };
 
 enum class HelloReply : uint8_t {
   kAccepted = 1,
-  kWrongNonce = 2,  // no open listen has this nonce: stale or forged handle
-  kMalformed = 3,   // the hello failed validation
-  kBusy = 4,        // too many unauthenticated handshakes pending
+  kWrongNonce = 2,   // no open listen has this nonce: stale or forged handle
+  kMalformed = 3,    // the hello failed validation
+  kBusy = 4,         // too many unauthenticated handshakes pending
   kSetupFailed = 5,  // the listener could not set up the requested transport (see its WARN)
 };
 

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "util/ipv4.h"
 #include "topology/sysfs_files.h"
+#include "util/ipv4.h"
 
 namespace mesh::topology {
 namespace {

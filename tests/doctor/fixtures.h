@@ -8,10 +8,10 @@
 #include <fstream>
 #include <string>
 
-#include "util/ipv4.h"
 #include "tools/doctor/checks.h"
 #include "tools/doctor/inventory.h"
 #include "tools/doctor/model.h"
+#include "util/ipv4.h"
 
 namespace mesh::doctor::testing {
 

@@ -6,12 +6,12 @@
 #include <atomic>
 #include <thread>
 
-#include "util/byte_order.h"
 #include "fixtures.h"
 #include "tools/doctor/probe_client.h"
 #include "tools/doctor/probe_protocol.h"
 #include "tools/doctor/probe_server.h"
 #include "tools/doctor/probe_socket.h"
+#include "util/byte_order.h"
 
 namespace mesh::doctor::probe {
 namespace {

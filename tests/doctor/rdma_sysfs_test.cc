@@ -291,11 +291,9 @@ TEST(RdmaBinding, UnusablePortsSayWhatWasFound) {
   TempDir t;
   topology::port_attrs(t, "rxe_down", 1, "Ethernet");
   t.write("class/infiniband/rxe_down/ports/1/state", "1: DOWN");
-  topology::gid(t, "rxe_down", 1, 1, "0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2",
-                "sr0a");
+  topology::gid(t, "rxe_down", 1, 1, "0000:0000:0000:0000:0000:ffff:c612:0001", "RoCE v2", "sr0a");
   topology::port_attrs(t, "v1only", 1, "Ethernet");
-  topology::gid(t, "v1only", 1, 0, "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1",
-                "eth1");
+  topology::gid(t, "v1only", 1, 0, "0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1", "eth1");
   const auto b =
       bind_interfaces({itf("sr0a", "198.18.0.1"), itf("eth1", "10.0.0.1")}, -1, t.path());
   ASSERT_EQ(b.size(), 2u);

@@ -85,7 +85,7 @@ TEST(WireHeader, EveryByteLandsInItsField) {
 TEST(ClearToSend, BigEndianLayoutAndRoundTrip) {
   std::array<uint8_t, kCtsSize> b{};
   encode_cts({0x01020304u, 0, 0x1122334455667788ull}, b.data());
-  const std::array<uint8_t, kCtsSize> want = {0x01, 0x02, 0x03, 0x04, 0, 0, 0, 0,
+  const std::array<uint8_t, kCtsSize> want = {0x01, 0x02, 0x03, 0x04, 0,    0,    0,    0,
                                               0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88};
   EXPECT_EQ(b, want);
   const ClearToSend c = decode_cts(b.data());

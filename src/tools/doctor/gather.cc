@@ -85,7 +85,8 @@ std::map<std::string, std::string> read_ipv4_conf_sysctls(const std::string& pro
   for (const Netdev& n : netdevs) scopes.push_back(n.name);
   for (const std::string& scope : scopes) {
     for (const char* key : {"rp_filter", "accept_local", "arp_ignore", "arp_announce"}) {
-      const auto v = topology::read_first_line(proc_root + "/sys/net/ipv4/conf/" + scope + "/" + key);
+      const auto v =
+          topology::read_first_line(proc_root + "/sys/net/ipv4/conf/" + scope + "/" + key);
       if (v) out["net.ipv4.conf." + scope + "." + key] = *v;
     }
   }
@@ -101,7 +102,8 @@ std::set<std::string> read_modules(const std::string& proc_root, const std::stri
     out.insert(line.substr(0, sp));
   }
   // Built-in modules do not appear in /proc/modules but do in /sys/module.
-  for (const std::string& name : topology::directory_entries(sysfs_root + "/module")) out.insert(name);
+  for (const std::string& name : topology::directory_entries(sysfs_root + "/module"))
+    out.insert(name);
   return out;
 }
 
@@ -123,7 +125,8 @@ Inventory gather_inventory(const GatherOptions& opts) {
   for (const std::string& name : topology::directory_entries(opts.dev_root + "/infiniband")) {
     if (name.rfind("uverbs", 0) == 0) ++inv.uverbs_devices;
   }
-  inv.nvidia_driver = topology::read_first_line(opts.proc_root + "/driver/nvidia/version").value_or("");
+  inv.nvidia_driver =
+      topology::read_first_line(opts.proc_root + "/driver/nvidia/version").value_or("");
   if (const auto plugin = inv.getenv("NCCL_NET_PLUGIN");
       plugin && plugin->find('/') != std::string::npos) {
     std::error_code ec;

@@ -18,8 +18,8 @@ struct GatherOptions {
 Inventory gather_inventory(const GatherOptions& opts = {});
 
 // The parts of gather_inventory that read only files under the roots (tested on synthetic
-// trees): every netdev of <sysfs>/class/net, and the rp_filter/accept_local/arp_ignore/arp_announce sysctls of
-// "all", "default" and each netdev; loaded and built-in kernel modules.
+// trees): every netdev of <sysfs>/class/net, and the rp_filter/accept_local/arp_ignore/arp_announce
+// sysctls of "all", "default" and each netdev; loaded and built-in kernel modules.
 std::vector<Netdev> read_netdevs(const std::string& sysfs_root);
 std::map<std::string, std::string> read_ipv4_conf_sysctls(const std::string& proc_root,
                                                           const std::vector<Netdev>& netdevs);

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "util/settings.h"
 #include "topology/interface.h"
 #include "topology/rdma_sysfs.h"
+#include "util/settings.h"
 
 namespace mesh::doctor {
 

@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "util/ipv4.h"
 #include "tools/doctor/inventory.h"
 #include "tools/doctor/model.h"
 #include "topology/selection.h"
+#include "util/ipv4.h"
 
 namespace mesh::doctor {
 

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <vector>
 
-#include "util/byte_order.h"
-#include "util/ipv4.h"
 #include "tools/doctor/probe_protocol.h"
 #include "tools/doctor/probe_socket.h"
+#include "util/byte_order.h"
+#include "util/ipv4.h"
 
 namespace mesh::doctor::probe {
 namespace {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "util/socket_util.h"
 #include "tools/doctor/peers.h"
 #include "topology/interface.h"
+#include "util/socket_util.h"
 
 namespace mesh::doctor::probe {
 
