@@ -126,7 +126,22 @@ class ServiceFdLimitTest : public ::testing::Test {
   void TearDown() override { set_logger(nullptr); }
 };
 
+// The ASan+UBSan runtime needs free descriptors for its own checks (UBSan's vptr check opens a
+// pipe to test whether memory is readable), and this test exhausts them on purpose: under it
+// every virtual call reports a false "invalid vptr". The release and TSan lanes run it.
+#if defined(__SANITIZE_ADDRESS__)
+#define MESH_FD_LIMIT_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MESH_FD_LIMIT_TEST_UNDER_ASAN 1
+#endif
+#endif
+
 TEST_F(ServiceFdLimitTest, ExhaustedFdLimitKeepsTheServiceIdleAndConnectsSucceedOnceFdsAreFree) {
+#ifdef MESH_FD_LIMIT_TEST_UNDER_ASAN
+  GTEST_SKIP() << "not under ASan+UBSan: its runtime needs free descriptors (UBSan's vptr check "
+                  "opens a pipe), which this test exhausts on purpose; release and TSan run it";
+#endif
   using Clock = std::chrono::steady_clock;
   Service service;
   std::string why;

@@ -87,7 +87,9 @@ TEST(TunerDlsym, V5SteersOnTheEmulatedRingAndNotOnAFullMesh) {
   EXPECT_NE(tuner->getCollInfo(ring, ncclFuncAllReduce, 1, 1, as_nccl_passes(u), kAlgos, -3, 0,
                                &channels),
             ncclSuccess);
-  int not_a_context = 0;
+  // A foreign object where the context belongs: its first 8 bytes are not the context tag (an
+  // object smaller than the tag would be a read past it, as for any tagged pointer check).
+  uint64_t not_a_context = 0;
   EXPECT_NE(tuner->getCollInfo(&not_a_context, ncclFuncAllReduce, 1, 1, as_nccl_passes(u), kAlgos,
                                kProtos, 0, &channels),
             ncclSuccess);
