@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "harness/table_of.h"
 #include "nccl/net.h"
 
 namespace loader {
@@ -24,45 +25,7 @@ void quiet_logger(ncclDebugLogLevel level, unsigned long /*flags*/, const char* 
   std::fputc('\n', stderr);
 }
 
-template <int V>
-struct TableOf;
-template <>
-struct TableOf<6> {
-  using Table = ncclNet_v6_t;
-  using Props = ncclNetProperties_v6_t;
-};
-template <>
-struct TableOf<7> {
-  using Table = ncclNet_v7_t;
-  using Props = ncclNetProperties_v7_t;
-};
-template <>
-struct TableOf<8> {
-  using Table = ncclNet_v8_t;
-  using Props = ncclNetProperties_v8_t;
-};
-template <>
-struct TableOf<9> {
-  using Table = ncclNet_v9_t;
-  using Props = ncclNetProperties_v9_t;
-};
-template <>
-struct TableOf<10> {
-  using Table = ncclNet_v10_t;
-  using Props = ncclNetProperties_v10_t;
-};
-template <>
-struct TableOf<11> {
-  using Table = ncclNet_v11_t;
-  using Props = ncclNetProperties_v11_t;
-  using Config = ncclNetCommConfig_v11_t;
-};
-template <>
-struct TableOf<12> {
-  using Table = ncclNet_v12_t;
-  using Props = ncclNetProperties_v12_t;
-  using Config = ncclNetCommConfig_v12_t;
-};
+using mesh_test::TableOf;
 
 // A device-handle slot as NCCL/RCCL pass it to connect/accept (`&slot`), with guard words around
 // it, and the object it may point at, filled with a pattern.
