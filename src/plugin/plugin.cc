@@ -99,6 +99,10 @@ bool Plugin::discover(std::string* why) {
               devices_[d].pci_path.empty() ? "(virtual)" : devices_[d].pci_path.c_str());
   }
   rdma_.bind(selection_.used, rdma_options(s));
+  // Fixed from here on: getProperties reports it, and connect/accept refuse TCP on a device
+  // that advertised GPU memory, without probing sysfs and verbs devices on every call.
+  ptr_support_.clear();
+  for (const topology::NetDevice& d : devices_) ptr_support_.push_back(rdma_.pointer_support(d));
   tcp_ = tcp_options(s);
   discovered_ = true;
   return true;
@@ -254,7 +258,7 @@ ncclResult_t Plugin::properties(int dev, DeviceProperties* props) {
   props->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
   props->guid = static_cast<uint64_t>(dev);
   props->speed_mbps = d.speed_mbps;
-  props->ptr_support = rdma_.pointer_support(d);
+  props->ptr_support = ptr_support_[static_cast<size_t>(dev)];
   return ncclSuccess;
 }
 
@@ -392,7 +396,7 @@ bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handsh
         describe_addrs(h.addrs).c_str());
     return false;
   }
-  const bool gpu = gpu_pointers(rdma_.pointer_support(devices_[dev]));
+  const bool gpu = gpu_pointers(ptr_support_[dev]);
   std::string why;
   if (!rdma.empty()) {
     pc->rdma = rdma_.open_sender(rdma, traffic_class, &req->extension, &why);
@@ -445,8 +449,7 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
   if (!conn) {
     handshake::ConnectedSockets sockets;
     if (!service_.take_ready(l->endpoint, &sockets)) return ncclSuccess;
-    if (!sockets.transport_state &&
-        gpu_pointers(rdma_.pointer_support(devices_[static_cast<size_t>(l->dev)]))) {
+    if (!sockets.transport_state && gpu_pointers(ptr_support_[static_cast<size_t>(l->dev)])) {
       MESH_WARN(
           "accept: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the connection "
           "from %s to %s uses TCP (the peer did not set up RDMA on that cable), which cannot "

@@ -116,6 +116,7 @@ class Plugin {
   bool discovered_ = false;
   topology::Selection selection_;
   std::vector<topology::NetDevice> devices_;
+  std::vector<int> ptr_support_;  // NCCL_PTR_* per device, fixed by discover()
   // Transports: RDMA's port bindings are made once in init (discover), before the handshake
   // service starts, and read-only afterwards, also by the service thread.
   rdma::RdmaTransport rdma_;

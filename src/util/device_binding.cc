@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -117,11 +118,27 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
+// The decision for a local address, made once per process: it depends on the interfaces and
+// their sysctls, not on the socket, and the handshake thread binds several sockets per connection
+// (control + data streams), which should not each re-read every interface and sysctl.
+DeviceBinding binding_for(uint32_t local_addr) {
+  static std::mutex mu;
+  static std::map<uint32_t, DeviceBinding> decided;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = decided.find(local_addr);
+  if (it == decided.end()) {
+    it = decided
+             .emplace(local_addr, decide_device_binding(local_addr, read_local_addresses(),
+                                                        effective_arp_ignore))
+             .first;
+  }
+  return it->second;
+}
+
 }  // namespace
 
 bool bind_to_rail_device(int fd, uint32_t local_addr) {
-  const std::vector<LocalAddress> all = read_local_addresses();
-  const DeviceBinding d = decide_device_binding(local_addr, all, effective_arp_ignore);
+  const DeviceBinding d = binding_for(local_addr);
   if (d.action == DeviceBinding::Action::kNone) return false;
   std::vector<std::string> group{d.ifname};
   for (const std::string& n : d.shared_with) group.push_back(n);

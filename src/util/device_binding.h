@@ -61,7 +61,8 @@ std::string halves_sysctl_fix(const std::vector<std::string>& ifnames);
 // "ip rule add from A table N; ip route add SUBNET dev IF src A table N".
 std::string policy_routing_fix(const std::string& ifname, const Ipv4Prefix& addr, int table);
 
-// Runtime: reads the local addresses (getifaddrs) and arp_ignore (/proc/sys), decides, and binds
+// Runtime: reads the local addresses (getifaddrs) and arp_ignore (/proc/sys) once per local
+// address and process (like the plugin's own interface discovery), decides, and binds
 // `fd` (a fresh socket, before bind/connect or bind/listen) to the device of `local_addr` where
 // it shares a subnet. Never fails the caller: where it cannot bind, it logs one WARN per subnet
 // (arp_ignore) or interface (setsockopt) and process that says what to configure, and the
