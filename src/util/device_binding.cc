@@ -68,6 +68,9 @@ std::string policy_routing_fix(const std::string& ifname, const Ipv4Prefix& addr
 
 namespace {
 
+// Not topology::discover_interfaces (a layer above, and it reads sysfs too): here an address
+// counts when its interface is administratively up, carrier or not, because a half whose cable
+// is out still has a connected route the kernel may pick for the shared subnet.
 std::vector<LocalAddress> read_local_addresses() {
   std::vector<LocalAddress> out;
   ifaddrs* list = nullptr;
