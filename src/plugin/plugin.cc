@@ -228,6 +228,7 @@ ncclResult_t Plugin::finalize(void* ctx) {
   if (contexts_.empty()) {
     service_.stop();  // the last communicator is gone: NCCL may dlclose us next
     rdma_.close_all();
+    tcp::IoPool::stop_if_idle();  // every comm is closed, so no stream is attached
     MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
   }
   return ncclSuccess;
@@ -240,6 +241,7 @@ void Plugin::shutdown() {
   close_context_objects(nullptr);
   service_.stop();
   rdma_.close_all();
+  tcp::IoPool::stop_if_idle();
   for (Context* c : contexts_) delete c;
   contexts_.clear();
   legacy_ = nullptr;

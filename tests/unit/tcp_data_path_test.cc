@@ -153,8 +153,8 @@ TEST_F(IoThreadTest, ThreadsMoveLargeMessagesIntact) {
     ASSERT_TRUE(tx.push({const_cast<uint8_t*>(src.data()) + i * part, part, &sent}));
     tx_thread_.notify();
   }
-  ASSERT_TRUE(wait_for([&] { return received.load(std::memory_order_acquire) == 0; }));
-  EXPECT_EQ(sent.load(), 0);
+  // The sender's counter may drop after the receiver has every byte: wait for both.
+  ASSERT_TRUE(wait_for([&] { return received.load() == 0 && sent.load() == 0; }));
   EXPECT_EQ(dst, src);
   tx_thread_.detach(&tx);
   rx_thread_.detach(&rx);
@@ -221,6 +221,35 @@ TEST_F(IoThreadTest, DetachedStreamIsNeverTouchedAgain) {
   }
   EXPECT_EQ(tx_thread_.streams(), 0u);
   EXPECT_EQ(rx_thread_.streams(), 0u);
+}
+
+// The process-wide pool: one size for the process, kept while streams are attached, stopped
+// (threads joined) when idle so nothing of ours runs after the last communicator, and started
+// again by the next connection.
+TEST(IoPool, SharedStoppedWhenIdleAndStartedAgain) {
+  std::string why;
+  EXPECT_EQ(IoPool::get(0, &why), nullptr);  // zero threads: the caller moves the bytes
+  IoPool* pool = IoPool::get(3, &why);
+  ASSERT_NE(pool, nullptr) << why;
+  EXPECT_EQ(pool->size(), 3u);
+  EXPECT_EQ(IoPool::get(5, &why), pool);  // the size was decided by the first connection
+  Pair p = socket_pair();
+  FailureLatch f;
+  DataStream a(std::move(p.a), true, 0, &f), b(std::move(p.b), true, 1, &f);
+  IoThread* ta = pool->pick();
+  ta->attach(&a);
+  IoThread* tb = pool->pick();
+  EXPECT_NE(ta, tb);  // the least loaded thread
+  tb->attach(&b);
+  EXPECT_FALSE(IoPool::stop_if_idle());
+  ta->detach(&a);
+  EXPECT_FALSE(IoPool::stop_if_idle());
+  tb->detach(&b);
+  EXPECT_TRUE(IoPool::stop_if_idle());
+  IoPool* again = IoPool::get(2, &why);
+  ASSERT_NE(again, nullptr) << why;
+  EXPECT_EQ(again->size(), 2u);
+  EXPECT_TRUE(IoPool::stop_if_idle());
 }
 
 }  // namespace

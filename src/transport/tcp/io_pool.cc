@@ -117,25 +117,46 @@ void IoThread::run() {
   }
 }
 
+namespace {
+
+struct PoolSlot {
+  std::mutex mu;
+  std::unique_ptr<IoPool> pool;
+  bool tried = false;  // a start failed: do not retry (and re-warn) on every connection
+};
+
+PoolSlot& slot() {
+  static PoolSlot* s = new PoolSlot();  // never destroyed: used from static destructors
+  return *s;
+}
+
+}  // namespace
+
 IoPool* IoPool::get(size_t threads, std::string* why) {
-  static std::mutex mu;
-  static IoPool* pool = nullptr;  // never destroyed (see the header)
-  static bool tried = false;
-  std::lock_guard<std::mutex> lock(mu);
-  if (tried) return pool;
-  if (threads == 0) return nullptr;  // not decided yet: a later caller may ask for threads
-  tried = true;
-  auto* p = new IoPool();
+  PoolSlot& s = slot();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.pool || s.tried || threads == 0) return s.pool.get();
+  s.tried = true;
+  auto pool = std::make_unique<IoPool>();
   for (size_t i = 0; i < threads; ++i) {
     auto t = std::make_unique<IoThread>(static_cast<int>(i));
-    if (!t->start(why)) {
-      delete p;
-      return nullptr;
-    }
-    p->threads_.push_back(std::move(t));
+    if (!t->start(why)) return nullptr;  // the started ones are joined by the destructors
+    pool->threads_.push_back(std::move(t));
   }
-  pool = p;
-  return pool;
+  s.pool = std::move(pool);
+  return s.pool.get();
+}
+
+bool IoPool::stop_if_idle() {
+  PoolSlot& s = slot();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.pool) return true;
+  for (auto& t : s.pool->threads_) {
+    if (t->streams() != 0) return false;
+  }
+  s.pool.reset();  // joins every thread
+  s.tried = false;
+  return true;
 }
 
 IoThread* IoPool::pick() {

@@ -68,11 +68,13 @@ class IoThread {
 class IoPool {
  public:
   // The process's pool, created on first use with `threads` threads (later calls get the same
-  // pool whatever they ask: the size is a process-wide decision). Never destroyed: NCCL may
-  // still call into a comm while the process exits, and its streams may be attached. Null when
-  // threads == 0 or the threads cannot be started (*why says why; the caller then moves the bytes
-  // itself).
+  // pool whatever they ask: the size is a process-wide decision). Null when threads == 0 or the
+  // threads cannot be started (*why says why, once; the caller then moves the bytes itself).
   static IoPool* get(size_t threads, std::string* why);
+  // Stops and joins the threads once no stream is attached (the last communicator is gone,
+  // or the process exits), so no thread of ours outlives the library's use; the next get()
+  // starts a new pool. False (pool kept) while streams are attached.
+  static bool stop_if_idle();
 
   // The thread for a new stream: the one with the fewest streams attached.
   IoThread* pick();
