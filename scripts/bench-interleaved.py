@@ -7,7 +7,9 @@ the plugin and plain TCP per size, and prints one markdown table of every row pl
       --plugin old=/path/old.so --plugin new=/path/new.so --rounds 3 -- --sizes 128K,2M,4M
 
 Arguments after -- go to every bench run (add -q; --json is set here). Environment passes
-through (e.g. NCCL_MESH_TCP_IO_THREADS). Exit status 1 if any run fails."""
+through (e.g. NCCL_MESH_TCP_IO_THREADS); --plugin-env NAME=VAR=VALUE sets a variable for one
+plugin's runs only (the same .so under two names compares settings). Exit status 1 if any run
+fails."""
 import argparse
 import json
 import os
@@ -32,11 +34,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", required=True)
     ap.add_argument("--plugin", action="append", required=True, help="NAME=PATH, twice or more")
+    ap.add_argument("--plugin-env", action="append", default=[],
+                    help="NAME=VAR=VALUE: set VAR only for that plugin's runs")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("bench_args", nargs=argparse.REMAINDER)
     opt = ap.parse_args()
     extra = [a for a in opt.bench_args if a != "--"]
     plugins = [p.split("=", 1) for p in opt.plugin]
+    envs = {name: dict(os.environ) for name, _ in plugins}
+    for spec in opt.plugin_env:
+        name, var, value = spec.split("=", 2)
+        envs[name][var] = value
     rows = []
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,7 +53,7 @@ def main():
                 out = os.path.join(tmp, f"{name}-{rnd}.json")
                 cmd = [opt.bench, "--plugin", path, "--json", out] + extra
                 print(f"# round {rnd} {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-                res = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+                res = subprocess.run(cmd, stdout=subprocess.DEVNULL, env=envs[name])
                 if res.returncode != 0 or not os.path.exists(out):
                     print(f"# round {rnd} {name}: bench exited {res.returncode}", file=sys.stderr)
                     failed = True

@@ -83,6 +83,10 @@ class TcpConnection final : public Connection {
   UniqueFd control_;
   std::vector<std::unique_ptr<DataStream>> streams_;
   std::vector<IoThread*> owners_;  // the I/O thread of each stream (empty without a pool)
+  // Without a pool: when pump_data() may try the sockets again after a pass that moved nothing.
+  static constexpr int64_t kMaxIdleBackoffNs = 16000;
+  int64_t next_pump_ns_ = 0;
+  int64_t idle_backoff_ns_ = 0;
 
   std::mutex mu_;
   std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;
