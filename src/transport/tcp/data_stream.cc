@@ -48,8 +48,8 @@ bool DataStream::pump_locked() {
         failure_->fail(
             remote ? ncclRemoteError : ncclSystemError,
             std::string(sender_ ? "send" : "receive") + " on data stream " +
-                std::to_string(index_) + " failed: " +
-                (n == 0 ? std::string("end of stream") : errno_text(err)) +
+                std::to_string(index_) +
+                " failed: " + (n == 0 ? std::string("end of stream") : errno_text(err)) +
                 (remote             ? " (the peer closed the connection or its process died)"
                  : err == ETIMEDOUT ? " (no acknowledgement within NCCL_MESH_TCP_USER_TIMEOUT_MS: "
                                       "cable cut or peer hung?)"
