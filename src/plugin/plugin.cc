@@ -8,6 +8,7 @@
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
 #include "transport/connection_factory.h"
+#include "transport/tcp/io_pool.h"
 #include "transport/tcp/stream_plan.h"
 #include "util/log.h"
 #include "util/settings.h"
@@ -59,6 +60,8 @@ tcp::TcpOptions tcp_options(const Settings& s) {
   opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
   opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
   opt.user_timeout_ms = s.tcp_user_timeout_ms;
+  opt.io_threads = s.tcp_io_threads >= 0 ? static_cast<size_t>(s.tcp_io_threads)
+                                         : tcp::auto_io_threads(tcp::usable_cpus());
   return opt;
 }
 
@@ -104,6 +107,12 @@ bool Plugin::discover(std::string* why) {
   ptr_support_.clear();
   for (const topology::NetDevice& d : devices_) ptr_support_.push_back(rdma_.pointer_support(d));
   tcp_ = tcp_options(s);
+  const std::string movers = tcp_.io_threads == 0
+                                 ? std::string("NCCL's progress thread")
+                                 : std::to_string(tcp_.io_threads) + " I/O threads";
+  MESH_INFO(NCCL_INIT | NCCL_NET,
+            "NET/Mesh: TCP data sockets moved by %s (%zu usable cores; NCCL_MESH_TCP_IO_THREADS)",
+            movers.c_str(), tcp::usable_cpus());
   discovered_ = true;
   return true;
 }
@@ -219,6 +228,7 @@ ncclResult_t Plugin::finalize(void* ctx) {
   if (contexts_.empty()) {
     service_.stop();  // the last communicator is gone: NCCL may dlclose us next
     rdma_.close_all();
+    tcp::IoPool::stop_if_idle();  // every comm is closed, so no stream is attached
     MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
   }
   return ncclSuccess;
@@ -231,6 +241,7 @@ void Plugin::shutdown() {
   close_context_objects(nullptr);
   service_.stop();
   rdma_.close_all();
+  tcp::IoPool::stop_if_idle();
   for (Context* c : contexts_) delete c;
   contexts_.clear();
   legacy_ = nullptr;

@@ -45,8 +45,12 @@ struct SettingEnum<TunerMode> {
   X(int64_t, connect_timeout_ms, "NCCL_MESH_CONNECT_TIMEOUT_MS", 30000, 100, 3600000,            \
     "How long connect() keeps trying to reach a peer's handshake service before failing.")       \
   X(int64_t, tcp_streams, "NCCL_MESH_TCP_STREAMS", 4, 1, 64,                                     \
-    "Data sockets per connection, each driven by its own thread; rounded up to a multiple "      \
-    "of the number of rails (cables) to the peer.")                                              \
+    "Data sockets per connection (parallel TCP streams); rounded up to a multiple of the "       \
+    "number of rails (cables) to the peer.")                                                     \
+  X(int64_t, tcp_io_threads, "NCCL_MESH_TCP_IO_THREADS", -1, -1, 64,                             \
+    "I/O threads per process that move TCP data sockets' bytes, shared by all connections. "     \
+    "0: NCCL's progress thread moves them itself (no hand-off; best when one core fills the "    \
+    "link). -1: a quarter of the usable cores, at most 8, and 0 below 8 cores.")                 \
   X(int64_t, tcp_min_chunk, "NCCL_MESH_TCP_MIN_CHUNK", 131072, 4096, 1073741824,                 \
     "Smallest slice of a message given to one data socket; smaller messages use fewer sockets.") \
   X(int64_t, tcp_inline_bytes, "NCCL_MESH_TCP_INLINE_BYTES", 65536, 0, 16777216,                 \

@@ -214,6 +214,7 @@ TEST_F(LoadSettings, AsksForEverySetting) {
   const std::set<std::string> want = {"NCCL_MESH_IFNAME",
                                       "NCCL_MESH_CONNECT_TIMEOUT_MS",
                                       "NCCL_MESH_TCP_STREAMS",
+                                      "NCCL_MESH_TCP_IO_THREADS",
                                       "NCCL_MESH_TCP_MIN_CHUNK",
                                       "NCCL_MESH_TCP_INLINE_BYTES",
                                       "NCCL_MESH_TCP_USER_TIMEOUT_MS",
@@ -310,6 +311,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_IFNAME", "string", "", ""},
       {"NCCL_MESH_CONNECT_TIMEOUT_MS", "integer", "30000", "100..3600000"},
       {"NCCL_MESH_TCP_STREAMS", "integer", "4", "1..64"},
+      {"NCCL_MESH_TCP_IO_THREADS", "integer", "-1", "-1..64"},
       {"NCCL_MESH_TCP_MIN_CHUNK", "integer", "131072", "4096..1073741824"},
       {"NCCL_MESH_TCP_INLINE_BYTES", "integer", "65536", "0..16777216"},
       {"NCCL_MESH_TCP_USER_TIMEOUT_MS", "integer", "20000", "0..3600000"},
@@ -344,6 +346,7 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
   const std::map<std::string, int64_t Settings::*> fields = {
       {"NCCL_MESH_CONNECT_TIMEOUT_MS", &Settings::connect_timeout_ms},
       {"NCCL_MESH_TCP_STREAMS", &Settings::tcp_streams},
+      {"NCCL_MESH_TCP_IO_THREADS", &Settings::tcp_io_threads},
       {"NCCL_MESH_TCP_MIN_CHUNK", &Settings::tcp_min_chunk},
       {"NCCL_MESH_TCP_INLINE_BYTES", &Settings::tcp_inline_bytes},
       {"NCCL_MESH_TCP_USER_TIMEOUT_MS", &Settings::tcp_user_timeout_ms},

@@ -3,14 +3,35 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "transport/requests.h"
 #include "transport/tcp/chunking.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace mesh::tcp {
+namespace {
+
+// The process's pool, or null (the caller moves the bytes). A pool that cannot start (no
+// threads or descriptors left) is reported once and the connections work without it.
+IoPool* io_pool(size_t threads) {
+  if (threads == 0) return nullptr;
+  std::string why;
+  IoPool* pool = IoPool::get(threads, &why);
+  if (pool == nullptr && !why.empty()) {
+    MESH_WARN(
+        "NET/Mesh: could not start %zu TCP I/O threads (%s); NCCL's progress thread moves the "
+        "TCP data itself (slower on fast links). Check the process's thread and descriptor "
+        "limits, or set NCCL_MESH_TCP_IO_THREADS=0 to silence this.",
+        threads, why.c_str());
+  }
+  return pool;
+}
+
+}  // namespace
 
 TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
                              const TcpOptions& options)
@@ -25,9 +46,13 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
   int index = 0;
   for (UniqueFd& fd : sockets.data) {
     set_tcp_options(fd.get(), options_.user_timeout_ms);
-    workers_.push_back(std::make_unique<StreamWorker>(
-        std::move(fd), sender, index++,
-        [this](ncclResult_t code, const std::string& why) { fail(code, why); }));
+    streams_.push_back(std::make_unique<DataStream>(std::move(fd), sender, index++, &failure_));
+  }
+  if (IoPool* pool = io_pool(options_.io_threads)) {
+    for (auto& s : streams_) {
+      owners_.push_back(pool->pick());
+      owners_.back()->attach(s.get());
+    }
   }
   for (Request& r : pool_) r.hdr.owner = this;
 }
@@ -37,15 +62,18 @@ TcpConnection::~TcpConnection() {
 }
 
 void TcpConnection::close() {
-  for (auto& w : workers_) w->request_stop();
-  for (auto& w : workers_) w->join();
+  std::lock_guard<std::mutex> lock(mu_);
+  // Detach first: once detach() returns, no I/O thread touches the stream again.
+  for (size_t i = 0; i < owners_.size(); ++i) owners_[i]->detach(streams_[i].get());
+  owners_.clear();
+  for (auto& s : streams_) s->close();
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
   control_.reset();
 }
 
 std::string TcpConnection::describe() const {
   return std::string(sender_ ? "send" : "receive") + " connection " + local_ +
-         (sender_ ? " -> " : " <- ") + peer_ + " (TCP, " + std::to_string(workers_.size()) +
+         (sender_ ? " -> " : " <- ") + peer_ + " (TCP, " + std::to_string(streams_.size()) +
          " data streams)";
 }
 
@@ -90,7 +118,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
-  uint32_t nparts = choose_parts(size, workers_.size(), options_.min_chunk, options_.inline_bytes);
+  uint32_t nparts = choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes);
   MessageHeader h{r->seq, static_cast<uint16_t>(nparts == 0 ? kFlagInline : 0),
                   static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
@@ -143,17 +171,50 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
   // call this in sequence order with the same part counts, so each stream's byte order agrees.
   for (uint16_t i = 0; i < nparts; ++i) {
     const PartRange range = part_range(r->size, nparts, i);
-    StreamWorker& worker = *workers_[(next_stream_ + i) % workers_.size()];
-    if (!worker.push({r->data + range.offset, range.length, &r->parts_pending})) {
+    const size_t s = (next_stream_ + i) % streams_.size();
+    if (!streams_[s]->push({r->data + range.offset, range.length, &r->parts_pending})) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;
     }
+    if (!owners_.empty()) owners_[s]->notify();
   }
-  next_stream_ = (next_stream_ + nparts) % workers_.size();
+  next_stream_ = (next_stream_ + nparts) % streams_.size();
+  next_pump_ns_ = 0;  // new bytes to move: no back-off for them
   return true;
 }
 
 void TcpConnection::progress() {
+  progress_control();
+  pump_data();
+}
+
+// Without a pool the caller moves every stream's queued bytes until its socket would block.
+// Parts were queued in sequence order on both sides, so each stream's byte order agrees.
+//
+// Back-off: NCCL's proxy calls test() in a tight loop, and a pass that finds every socket full
+// (sender) or empty (receiver) is one failed syscall per stream. After such a pass the next one
+// waits 1 us, doubling up to kMaxIdleBackoffNs, and any byte moved resets it. The kernel keeps
+// moving data from the socket buffers meanwhile (megabytes with autotuning, far more than 16 us
+// of a 100 Gb/s link), so the link stays busy while the caller stops burning CPU on EAGAIN.
+void TcpConnection::pump_data() {
+  if (!owners_.empty()) return;
+  const int64_t now = monotonic_ns();
+  if (now < next_pump_ns_) return;
+  bool moved = false;
+  for (auto& s : streams_) {
+    if (failure_.failed()) return;
+    if (s->has_work()) moved |= s->pump();
+  }
+  if (moved) {
+    idle_backoff_ns_ = 0;
+    next_pump_ns_ = 0;
+  } else {
+    idle_backoff_ns_ = std::clamp<int64_t>(idle_backoff_ns_ * 2, 1000, kMaxIdleBackoffNs);
+    next_pump_ns_ = now + idle_backoff_ns_;
+  }
+}
+
+void TcpConnection::progress_control() {
   if (!(sender_ ? read_cts() : flush_cts())) return;
   while (order_count_ > 0 && !failure_.failed()) {
     Request* r = order_[order_head_];
@@ -275,10 +336,10 @@ bool TcpConnection::progress_recv(Request* r) {
     }
     const bool is_inline = (h.flags & kFlagInline) != 0;
     if ((h.flags & ~kFlagInline) != 0 || (is_inline && h.nparts != 0) ||
-        (!is_inline && (h.nparts == 0 || h.nparts > workers_.size()))) {
+        (!is_inline && (h.nparts == 0 || h.nparts > streams_.size()))) {
       fail(ncclRemoteError, "malformed message header (flags " + std::to_string(h.flags) + ", " +
                                 std::to_string(h.nparts) + " parts for " +
-                                std::to_string(workers_.size()) + " data streams)");
+                                std::to_string(streams_.size()) + " data streams)");
       return false;
     }
     if (h.size > r->capacity) {
@@ -311,16 +372,17 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
   *done = 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (!is_in_flight(pool_, r)) return warn_not_in_flight(describe());
-  // Its control bytes are done and its parts are still on the streams: answer from the counter
-  // alone. NCCL's proxy thread calls test() in a tight loop over every request in flight; a
-  // recv() per call costs CPU that the stream workers' copies need (4 ranks on one host). Other
-  // requests whose control bytes are not done (a header to read, a clear-to-send to write) still
-  // drive progress() from their own test() calls, and isend() reads clear-to-sends.
+  // Its control bytes are done and its parts are still on the streams: only move data (none
+  // with a pool: the I/O threads do). NCCL's proxy thread calls test() in a tight loop over every
+  // request in flight; a recv() on the control socket per call costs CPU that the copies need.
+  // Requests whose control bytes are not done (a header to read, a clear-to-send to write)
+  // drive the control socket from their own test() calls, and isend() reads clear-to-sends.
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) != 0 &&
       !failure_.failed()) {
-    return ncclSuccess;
+    pump_data();
+  } else {
+    progress();
   }
-  progress();
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0) {
     *done = 1;
     if (sizes != nullptr) *sizes = reported_size(r->size);

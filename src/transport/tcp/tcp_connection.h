@@ -1,10 +1,12 @@
 // A send or receive comm over TCP: one non-blocking control socket driven by NCCL's own
 // progress thread (headers and small messages inline: no thread hand-off, lowest latency) and
-// several data sockets, each with a StreamWorker thread, that carry large messages in parallel.
+// several non-blocking data sockets that carry large messages in parallel. Who moves the data
+// sockets' bytes is decided once per process (io_pool.h): NCCL's progress thread itself inside
+// isend/irecv/test (small machines), or the process's I/O threads (many cores).
 //
-// Threads: isend/irecv/test run on NCCL's progress thread and take `mu_` (a harness that tests
-// from several threads stays safe); workers touch only their socket and the parts counters of
-// requests; fail() may be called from any of them.
+// Threads: isend/irecv/test/close run on NCCL's threads and take `mu_` (a harness that tests
+// from several threads stays safe); I/O threads touch only the data streams (their own lock)
+// and the parts counters of requests; failures reach failure_ from any of them.
 #pragma once
 
 #include <array>
@@ -17,7 +19,8 @@
 #include "handshake/connected_sockets.h"
 #include "transport/connection.h"
 #include "transport/failure_latch.h"
-#include "transport/tcp/stream_worker.h"
+#include "transport/tcp/data_stream.h"
+#include "transport/tcp/io_pool.h"
 #include "transport/tcp/wire.h"
 
 namespace mesh::tcp {
@@ -27,6 +30,7 @@ struct TcpOptions {
   size_t min_chunk = 128 * 1024;
   size_t inline_bytes = 64 * 1024;
   int64_t user_timeout_ms = 20000;
+  size_t io_threads = 0;  // NCCL_MESH_TCP_IO_THREADS resolved; 0: the caller moves the data
 };
 
 class TcpConnection final : public Connection {
@@ -61,7 +65,9 @@ class TcpConnection final : public Connection {
   };
 
   Request* allocate();
-  void progress();   // advances the control socket; caller holds mu_
+  void progress();  // advances the control socket (and, without a pool, the data); holds mu_
+  void progress_control();
+  void pump_data();  // without a pool: moves data bytes on the caller's thread
   bool flush_cts();  // receiver: writes queued clear-to-sends
   bool read_cts();   // sender: reads clear-to-sends
   bool progress_send(Request* r);
@@ -75,7 +81,12 @@ class TcpConnection final : public Connection {
   std::string peer_;
   std::string local_;
   UniqueFd control_;
-  std::vector<std::unique_ptr<StreamWorker>> workers_;
+  std::vector<std::unique_ptr<DataStream>> streams_;
+  std::vector<IoThread*> owners_;  // the I/O thread of each stream (empty without a pool)
+  // Without a pool: when pump_data() may try the sockets again after a pass that moved nothing.
+  static constexpr int64_t kMaxIdleBackoffNs = 16000;
+  int64_t next_pump_ns_ = 0;
+  int64_t idle_backoff_ns_ = 0;
 
   std::mutex mu_;
   std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;
@@ -94,7 +105,7 @@ class TcpConnection final : public Connection {
   uint32_t cts_received_ = 0;  // sender: messages the receiver has cleared
   std::array<uint64_t, NCCL_NET_MAX_REQUESTS> cts_capacity_{};
 
-  FailureLatch failure_;  // stream workers fail() it from their threads
+  FailureLatch failure_;  // data streams fail() it from the I/O threads
 };
 
 }  // namespace mesh::tcp

@@ -1,0 +1,66 @@
+// One data socket of a TCP connection and the queue of message parts it carries. The socket is
+// non-blocking and is moved by whichever thread owns the connection's data path (io_pool.h):
+// NCCL's own progress thread inside isend/irecv/test on small machines (one kernel copy per
+// byte, no hand-off), or one I/O thread of the process-wide pool where one core cannot fill
+// the link. docs/design.md ("TCP data path: where the CPU goes") has the measurements behind
+// this: a thread per socket cost 1.1-2.1x plain TCP's CPU per byte in wake-ups and hand-offs.
+//
+// Threads: push() from the connection's caller; pump() from the owner (caller or I/O thread),
+// serialised by mu_ (try_pump() skips instead of waiting); the parts counters are atomics read
+// by the caller's test(); errors go to the connection's FailureLatch from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "nccl/common.h"
+#include "transport/failure_latch.h"
+#include "util/socket_util.h"
+
+namespace mesh::tcp {
+
+struct Part {
+  uint8_t* ptr = nullptr;
+  size_t length = 0;
+  std::atomic<int>* pending = nullptr;  // decremented (release) when this part is done
+};
+
+class DataStream {
+ public:
+  DataStream(UniqueFd fd, bool sender, int index, FailureLatch* failure);
+  DataStream(const DataStream&) = delete;
+  DataStream& operator=(const DataStream&) = delete;
+
+  // Queues a part; the queue holds NCCL_NET_MAX_REQUESTS parts (one per request in flight),
+  // which the comm's request pool guarantees. False if it is full or the stream is closed.
+  bool push(const Part& part);
+  // Moves queued bytes until the socket would block or the queue is empty; a socket error or
+  // EOF fails the connection (FailureLatch). Returns true if any byte moved. try_pump() returns
+  // false at once when another thread is pumping (that one runs until EAGAIN or empty).
+  bool pump();
+  bool try_pump();
+  // A lock-free hint for pollers: parts are queued.
+  bool has_work() const { return queued_.load(std::memory_order_acquire) > 0; }
+  int fd() const { return fd_.get(); }
+  bool sender() const { return sender_; }
+  void close();  // shuts the socket down and closes it; later pushes fail
+
+ private:
+  bool pump_locked();
+
+  std::mutex mu_;
+  UniqueFd fd_;
+  const bool sender_;
+  const int index_;
+  FailureLatch* failure_;
+  std::array<Part, NCCL_NET_MAX_REQUESTS> ring_{};
+  size_t head_ = 0;
+  size_t count_ = 0;
+  size_t done_ = 0;  // bytes of the head part already moved
+  std::atomic<size_t> queued_{0};
+};
+
+}  // namespace mesh::tcp

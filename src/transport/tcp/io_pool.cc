@@ -1,0 +1,170 @@
+#include "transport/tcp/io_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+namespace mesh::tcp {
+
+size_t auto_io_threads(size_t cpus) {
+  const size_t quarter = cpus / 4;
+  return quarter < 2 ? 0 : std::min<size_t>(quarter, 8);
+}
+
+size_t usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+IoThread::IoThread(int index) : index_(index) {}
+
+IoThread::~IoThread() {
+  stop_.store(true);
+  notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool IoThread::start(std::string* why) {
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll_.valid() || !wake_.valid()) {
+    *why = "epoll/eventfd: " + errno_text(errno);
+    return false;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) {
+    *why = "epoll_ctl(eventfd): " + errno_text(errno);
+    return false;
+  }
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::exception& e) {
+    *why = std::string("cannot start an I/O thread: ") + e.what();
+    return false;
+  }
+  return true;
+}
+
+void IoThread::attach(DataStream* stream) {
+  std::lock_guard<std::mutex> lock(list_mu_);
+  // Edge-triggered: the thread is woken when the socket becomes readable (receiver) or gains
+  // send space (sender) after a pump stopped at EAGAIN; queued parts wake it through notify().
+  epoll_event ev{};
+  ev.events = (stream->sender() ? EPOLLOUT : EPOLLIN) | EPOLLET;
+  ev.data.ptr = stream;
+  // A stream whose socket cannot be watched still works: notify() and the next pass pump it;
+  // only an EAGAIN with no later push would wait, so this is reported by the caller's timeout.
+  (void)epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, stream->fd(), &ev);
+  list_.push_back(stream);
+  count_.store(list_.size(), std::memory_order_relaxed);
+}
+
+void IoThread::detach(DataStream* stream) {
+  std::lock_guard<std::mutex> lock(list_mu_);
+  if (stream->fd() >= 0) (void)epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, stream->fd(), nullptr);
+  list_.erase(std::remove(list_.begin(), list_.end(), stream), list_.end());
+  count_.store(list_.size(), std::memory_order_relaxed);
+}
+
+void IoThread::notify() {
+  work_.store(true, std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    const uint64_t one = 1;
+    (void)!write(wake_.get(), &one, sizeof(one));
+  }
+}
+
+bool IoThread::pump_all() {
+  std::lock_guard<std::mutex> lock(list_mu_);
+  bool moved = false;
+  for (DataStream* s : list_) {
+    if (s->has_work()) moved |= s->try_pump();
+  }
+  return moved;
+}
+
+void IoThread::run() {
+  char name[16];
+  snprintf(name, sizeof(name), "mesh-io%d", index_);
+  pthread_setname_np(pthread_self(), name);
+  epoll_event events[64];
+  while (!stop_.load(std::memory_order_relaxed)) {
+    work_.store(false, std::memory_order_seq_cst);
+    if (pump_all()) continue;  // something moved: go round again before sleeping
+    // Announce the sleep, then look for work queued since the pass (Dekker with notify()): a
+    // push after this point sees sleeping_ and writes the eventfd.
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (!work_.load(std::memory_order_seq_cst) && !stop_.load()) {
+      const int n = epoll_wait(epoll_.get(), events, 64, -1);
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.ptr == nullptr) {
+          uint64_t count;
+          (void)!read(wake_.get(), &count, sizeof(count));
+        }
+      }
+    }
+    sleeping_.store(false, std::memory_order_seq_cst);
+  }
+}
+
+namespace {
+
+struct PoolSlot {
+  std::mutex mu;
+  std::unique_ptr<IoPool> pool;
+  bool tried = false;  // a start failed: do not retry (and re-warn) on every connection
+};
+
+PoolSlot& slot() {
+  static PoolSlot* s = new PoolSlot();  // never destroyed: used from static destructors
+  return *s;
+}
+
+}  // namespace
+
+IoPool* IoPool::get(size_t threads, std::string* why) {
+  PoolSlot& s = slot();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.pool || s.tried || threads == 0) return s.pool.get();
+  s.tried = true;
+  auto pool = std::make_unique<IoPool>();
+  for (size_t i = 0; i < threads; ++i) {
+    auto t = std::make_unique<IoThread>(static_cast<int>(i));
+    if (!t->start(why)) return nullptr;  // the started ones are joined by the destructors
+    pool->threads_.push_back(std::move(t));
+  }
+  s.pool = std::move(pool);
+  return s.pool.get();
+}
+
+bool IoPool::stop_if_idle() {
+  PoolSlot& s = slot();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.pool) return true;
+  for (auto& t : s.pool->threads_) {
+    if (t->streams() != 0) return false;
+  }
+  s.pool.reset();  // joins every thread
+  s.tried = false;
+  return true;
+}
+
+IoThread* IoPool::pick() {
+  IoThread* best = threads_.front().get();
+  for (auto& t : threads_) {
+    if (t->streams() < best->streams()) best = t.get();
+  }
+  return best;
+}
+
+}  // namespace mesh::tcp
