@@ -18,9 +18,9 @@ namespace mesh {
 namespace {
 
 // The process exit (or the unload of a build without -z nodelete) joins our threads before
-// the code goes away.
+// the code goes away; see Plugin::stop_at_exit for why the comms stay.
 struct ShutdownAtExit {
-  ~ShutdownAtExit() { Plugin::instance().shutdown(); }
+  ~ShutdownAtExit() { Plugin::instance().stop_at_exit(); }
 };
 
 std::string describe_addrs(const std::vector<Ipv4Prefix>& addrs) {
@@ -68,9 +68,11 @@ tcp::TcpOptions tcp_options(const Settings& s) {
 }  // namespace
 
 Plugin& Plugin::instance() {
-  static Plugin plugin;
+  // Never destroyed: NCCL's proxy thread may still call into comms while static destructors
+  // run at exit. Everything stays reachable from here, so LeakSanitizer reports nothing.
+  static Plugin* plugin = new Plugin();
   static ShutdownAtExit at_exit;
-  return plugin;
+  return *plugin;
 }
 
 bool Plugin::discover(std::string* why) {
@@ -180,7 +182,7 @@ void Plugin::close_context_objects(Context* ctx) {
     }
   }
   for (auto it = connections_.begin(); it != connections_.end();) {
-    if (ctx == nullptr || it->second == ctx) {
+    if (it->second == ctx) {
       MESH_INFO(NCCL_NET, "closing %s left open at finalize", it->first->describe().c_str());
       it->first->close();
       {
@@ -198,7 +200,7 @@ void Plugin::close_context_objects(Context* ctx) {
     }
   }
   for (auto it = listens_.begin(); it != listens_.end();) {
-    if (ctx == nullptr || it->second == ctx) {
+    if (it->second == ctx) {
       service_.close_listen(it->first->endpoint);
       if (Connection* c = it->first->awaiting_ready) {
         c->close();
@@ -234,17 +236,17 @@ ncclResult_t Plugin::finalize(void* ctx) {
   return ncclSuccess;
 }
 
-void Plugin::shutdown() {
+// Applications often exit without destroying their communicators (and v6-v10 have no
+// finalize), so at exit NCCL's proxy progress thread may still be inside isend/test on a comm.
+// Deleting comms, QPs or registrations here would be a use-after-free in that thread; the
+// kernel closes their sockets and verbs resources when the process ends. Only our own threads
+// stop: the handshake service (joined) and, when no stream is attached, the TCP I/O pool.
+void Plugin::stop_at_exit() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : pending_) service_.cancel_connect(p.second.attempt);
   pending_.clear();
-  close_context_objects(nullptr);
   service_.stop();
-  rdma_.close_all();
   tcp::IoPool::stop_if_idle();
-  for (Context* c : contexts_) delete c;
-  contexts_.clear();
-  legacy_ = nullptr;
 }
 
 ncclResult_t Plugin::devices(int* ndev) {

@@ -91,8 +91,8 @@ class Plugin {
   ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request);
   ncclResult_t test(void* request, int* done, int* sizes);
 
-  // Closes everything and joins every thread: last finalize, or library unload.
-  void shutdown();
+  // At process exit: joins our threads but leaves comms open (NCCL may still use them).
+  void stop_at_exit();
 
  private:
   Plugin() = default;
