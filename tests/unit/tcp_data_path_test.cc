@@ -131,17 +131,28 @@ class IoThreadTest : public ::testing::Test {
     ASSERT_TRUE(tx_thread_.start(&why)) << why;
     ASSERT_TRUE(rx_thread_.start(&why)) << why;
   }
+  void TearDown() override {
+    if (tx_) tx_thread_.detach(tx_.get());
+    if (rx_) rx_thread_.detach(rx_.get());
+  }
+  // A connected sender/receiver stream pair, each attached to its thread.
+  void attach_pair() {
+    Pair p = socket_pair();
+    tx_ = std::make_unique<DataStream>(std::move(p.a), true, 0, &tx_failure_);
+    rx_ = std::make_unique<DataStream>(std::move(p.b), false, 0, &rx_failure_);
+    tx_thread_.attach(tx_.get());
+    rx_thread_.attach(rx_.get());
+  }
   IoThread tx_thread_{0};
   IoThread rx_thread_{1};
+  FailureLatch tx_failure_, rx_failure_;
+  std::unique_ptr<DataStream> tx_, rx_;
 };
 
 TEST_F(IoThreadTest, ThreadsMoveLargeMessagesIntact) {
-  Pair p = socket_pair();
-  FailureLatch fa, fb;
-  DataStream tx(std::move(p.a), true, 0, &fa);
-  DataStream rx(std::move(p.b), false, 0, &fb);
-  tx_thread_.attach(&tx);
-  rx_thread_.attach(&rx);
+  attach_pair();
+  DataStream& tx = *tx_;
+  DataStream& rx = *rx_;
   EXPECT_EQ(tx_thread_.streams(), 1u);
   const std::vector<uint8_t> src = pattern(8 << 20, 9);
   std::vector<uint8_t> dst(src.size(), 0);
@@ -157,19 +168,16 @@ TEST_F(IoThreadTest, ThreadsMoveLargeMessagesIntact) {
   ASSERT_TRUE(wait_for([&] { return received.load() == 0 && sent.load() == 0; }));
   EXPECT_EQ(dst, src);
   tx_thread_.detach(&tx);
-  rx_thread_.detach(&rx);
   EXPECT_EQ(tx_thread_.streams(), 0u);
+  tx_.reset();
 }
 
 // One small part at a time, each queued only after the previous one completed: the threads
 // go to sleep between parts, so every part must wake them (a lost notify() hangs here).
 TEST_F(IoThreadTest, EveryQueuedPartWakesASleepingThread) {
-  Pair p = socket_pair();
-  FailureLatch fa, fb;
-  DataStream tx(std::move(p.a), true, 0, &fa);
-  DataStream rx(std::move(p.b), false, 0, &fb);
-  tx_thread_.attach(&tx);
-  rx_thread_.attach(&rx);
+  attach_pair();
+  DataStream& tx = *tx_;
+  DataStream& rx = *rx_;
   std::vector<uint8_t> src(512), dst(512);
   for (int round = 0; round < 3000; ++round) {
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(round + i);
@@ -190,8 +198,6 @@ TEST_F(IoThreadTest, EveryQueuedPartWakesASleepingThread) {
         << "round " << round << ": sent " << sent.load() << ", received " << received.load();
     ASSERT_EQ(dst, src) << "round " << round;
   }
-  tx_thread_.detach(&tx);
-  rx_thread_.detach(&rx);
 }
 
 // A connection closes while its streams still have queued parts on a busy thread: once
