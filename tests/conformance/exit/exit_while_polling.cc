@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
-#include <vector>
 
 #include "nccl/net_v9.h"
 
@@ -48,11 +47,13 @@ int child(const char* plugin_path) {
     if (std::chrono::steady_clock::now() > deadline) return 16;
   }
   constexpr size_t kSize = 1 << 20;
-  static std::vector<char> out(kSize, 'x'), in(kSize);
+  // Never freed, like NCCL's buffers: the polling thread uses them until the process is gone.
+  static char* const out = new char[kSize]();
+  static char* const in = new char[kSize]();
   void* smr = nullptr;
   void* rmr = nullptr;
-  if (net->regMr(send_comm, out.data(), kSize, NCCL_PTR_HOST, &smr) != ncclSuccess) return 17;
-  if (net->regMr(recv_comm, in.data(), kSize, NCCL_PTR_HOST, &rmr) != ncclSuccess) return 18;
+  if (net->regMr(send_comm, out, kSize, NCCL_PTR_HOST, &smr) != ncclSuccess) return 17;
+  if (net->regMr(recv_comm, in, kSize, NCCL_PTR_HOST, &rmr) != ncclSuccess) return 18;
   static std::atomic<bool> running{false};
   // The "proxy thread": never joined, still polling when main returns. Errors are ignored:
   // what is tested is that the process exits cleanly, not what the calls return meanwhile.
@@ -60,7 +61,7 @@ int child(const char* plugin_path) {
     for (;;) {
       void* rreq = nullptr;
       void* sreq = nullptr;
-      void* data = in.data();
+      void* data = in;
       size_t size = kSize;
       int tag = 0;
       void* mr = rmr;
@@ -68,7 +69,7 @@ int child(const char* plugin_path) {
         if (net->irecv(recv_comm, 1, &data, &size, &tag, &mr, &rreq) != ncclSuccess) break;
       }
       while (sreq == nullptr) {
-        if (net->isend(send_comm, out.data(), kSize, 0, smr, &sreq) != ncclSuccess) break;
+        if (net->isend(send_comm, out, kSize, 0, smr, &sreq) != ncclSuccess) break;
       }
       running.store(true);
       int sdone = sreq == nullptr, rdone = rreq == nullptr, n = 0;
