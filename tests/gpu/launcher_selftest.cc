@@ -232,6 +232,8 @@ const char* kGoodRingLog =
     "mesh (a cable per other node) (from 0 bytes)\n"
     "h:1:1 [0] NCCL INFO Channel 00/0 : 3[0] -> 0[0] [receive] via NET/Mesh/0\n"
     "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Mesh/0\n"
+    "h:1:1 [0] NCCL INFO NET/Mesh : connect: no common subnet with the peer (127.77.0.9/30): "
+    "relaying over TCP through neighbours\n"
     "h:1:1 [0] NCCL INFO NET/Mesh : connect to 127.77.0.9: relayed over TCP; via 127.77.0.2\n";
 
 SetOutcome scan(const std::string& log, const SetSpec& s, bool clean = true) {
@@ -311,6 +313,13 @@ void checkLogScan() {
       ring, false);
   expect(off.unreachablePeer.find("NCCL_MESH_RELAY=0") != std::string::npos,
          "relay off not named: " + off.unreachablePeer);
+  const SetOutcome gpu = scan(
+      "h:1:1 [0] NCCL WARN NET/Mesh : connect: device mesh0 advertises GPU memory "
+      "(NCCL_PTR_CUDA/DMABUF), but the peer (x) shares no subnet with this host, so the "
+      "connection would be relayed over TCP\n",
+      ring, false);
+  expect(gpu.unreachablePeer.find("GPU buffers") != std::string::npos,
+         "GPU-memory relay refusal not named: " + gpu.unreachablePeer);
 }
 
 void checkBusBwRatio() {

@@ -37,6 +37,10 @@ std::string unreachableReason(const std::string& line) {
         "connect";
   } else if (contains(line, "relaying is unavailable") || contains(line, "did not start")) {
     why = "the relay agent did not start, so ranks without a shared emulated cable cannot connect";
+  } else if (contains(line, "GPU memory")) {
+    why =
+        "a connection between ranks without a shared emulated cable would be relayed over TCP, "
+        "which cannot carry the GPU buffers its device advertises";
   } else {
     why = "a connection between ranks without a shared emulated cable was refused (not relayed)";
   }
@@ -101,7 +105,11 @@ void scanRankLog(std::istream& in, const std::string& path, int rank, bool exite
     if (contains(line, "device ") && contains(line, " 127.77.")) emulatedAddresses = true;
     // The relay branch logs "connect to <peer>: relayed over TCP; <route>".
     if (contains(line, "connect to ") && contains(line, ": relayed")) ++out.relayedLines;
-    if (contains(line, "no common subnet") && !unreachable) {
+    // Only the WARN: with the relay, a relayed connect logs "no common subnet ...: relaying over
+    // TCP through neighbours" at INFO, and that is success.
+    const bool unreachableWarn = contains(line, " WARN ") && (contains(line, "no common subnet") ||
+                                                              contains(line, "shares no subnet"));
+    if (unreachableWarn && !unreachable) {
       unreachable = true;
       const std::string reason = unreachableReason(line);
       if (out.unreachablePeer.empty()) out.unreachablePeer = reason;
