@@ -14,7 +14,8 @@
 #include <map>
 #include <thread>
 
-extern char** environ;
+#include "log_checks.h"
+#include "rank_env.h"
 
 namespace e2e {
 namespace {
@@ -26,66 +27,6 @@ using Clock = std::chrono::steady_clock;
 // a moment to report their own error, then end them.
 constexpr auto kGraceAfterFailure = std::chrono::seconds(10);
 
-// The environment of one rank: ours, with the NCCL settings that make this rank its own "host"
-// and route its traffic through the chosen network.
-class Environment {
- public:
-  Environment() {
-    for (char** e = environ; *e != nullptr; ++e) vars_.emplace_back(*e);
-  }
-  const char* get(const std::string& key) const {
-    for (const auto& v : vars_) {
-      if (v.compare(0, key.size() + 1, key + "=") == 0) return v.c_str() + key.size() + 1;
-    }
-    return nullptr;
-  }
-  void set(const std::string& key, const std::string& value) {
-    unset(key);
-    vars_.push_back(key + "=" + value);
-  }
-  void unset(const std::string& key) {
-    std::erase_if(
-        vars_, [&](const std::string& v) { return v.compare(0, key.size() + 1, key + "=") == 0; });
-  }
-  const std::vector<std::string>& vars() const { return vars_; }
-
- private:
-  std::vector<std::string> vars_;
-};
-
-Environment rankEnvironment(const SetSpec& spec, int rank, const std::string& plugin) {
-  Environment env;
-  // Distinct host ids: NCCL sees N one-GPU nodes, so P2P/SHM are off and all traffic goes
-  // through the network transport (abi doc section 9).
-  env.set("NCCL_HOSTID", "host" + std::to_string(rank));
-  env.set("NCCL_SOCKET_IFNAME", "lo");
-  env.set("NCCL_MNNVL_ENABLE", "0");
-  // Keeps the plugin loaded across destroy + re-create (NCCL 2.28 unload bug, abi doc 5.5).
-  env.set("NCCL_NET_PLUGIN_REF_COUNT", "1");
-  // INFO with INIT,NET is what prints "via NET/<name>": the proof of the path taken.
-  const char* level = env.get("NCCL_DEBUG");
-  if (level == nullptr || (std::strcmp(level, "INFO") != 0 && std::strcmp(level, "TRACE") != 0)) {
-    env.set("NCCL_DEBUG", "INFO");
-  }
-  if (env.get("NCCL_DEBUG_SUBSYS") == nullptr) env.set("NCCL_DEBUG_SUBSYS", "INIT,NET");
-  env.unset("NCCL_DEBUG_FILE");
-  if (spec.proto == "default") {
-    env.unset("NCCL_PROTO");
-  } else {
-    env.set("NCCL_PROTO", spec.proto);
-  }
-  if (spec.net == "Mesh") {
-    env.set("NCCL_NET_PLUGIN", plugin);
-    // Naming the net makes a plugin load failure an error instead of a silent Socket fallback.
-    env.set("NCCL_NET", "Mesh");
-    env.set("NCCL_MESH_IFNAME", "lo");
-  } else {
-    env.set("NCCL_NET_PLUGIN", "none");
-    env.set("NCCL_NET", "Socket");
-  }
-  return env;
-}
-
 std::string exitDescription(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
@@ -96,53 +37,6 @@ int exitCode(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 255;
-}
-
-// Reads one rank's log for the transport proof, the NCCL version and fatal errors. The proof is
-// required only of ranks that exited cleanly: for the others the exit status says enough.
-void scanLog(const std::string& path, int rank, bool exitedCleanly, const SetSpec& spec,
-             SetOutcome& out) {
-  std::ifstream in(path);
-  const std::string good = "via NET/" + spec.net + "/";
-  const std::string usingNet = "Using network " + spec.net;
-  int via = 0;
-  int badVia = 0;
-  int warns = 0;
-  bool usedNet = false;
-  bool loaded = spec.net != "Mesh";
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto v = line.find("NCCL version ");
-    if (v != std::string::npos && out.ncclVersion.empty()) {
-      out.ncclVersion = line.substr(v + 13, line.find_first_of(" \t", v + 13) - (v + 13));
-    }
-    if (line.find("] via ") != std::string::npos &&
-        (line.find("[send]") != std::string::npos || line.find("[receive]") != std::string::npos)) {
-      if (line.find(good) != std::string::npos) {
-        ++via;
-      } else if (badVia++ == 0) {
-        out.problems.push_back("rank " + std::to_string(rank) + ": traffic not via NET/" +
-                               spec.net + ": " + line);
-      }
-    }
-    if (line.find(usingNet) != std::string::npos) usedNet = true;
-    if (line.find("Loaded net plugin Mesh") != std::string::npos) loaded = true;
-    if (line.find("FATAL:") != std::string::npos) {
-      out.problems.push_back("rank " + std::to_string(rank) + ": " + line);
-    }
-    if (line.find(" WARN ") != std::string::npos && warns++ < 3) {
-      out.warnings.push_back("rank " + std::to_string(rank) + ": " + line);
-    }
-  }
-  out.viaLines += via;
-  if (!exitedCleanly) return;
-  const std::string who = "rank " + std::to_string(rank) + ": ";
-  if (!loaded) out.problems.push_back(who + "no \"Loaded net plugin Mesh\" line in " + path);
-  if (!usedNet) out.problems.push_back(who + "no \"" + usingNet + "\" line in " + path);
-  // A single rank has no peer and so no network connection; any other set must show one.
-  if (spec.nranks > 1 && via == 0) {
-    out.problems.push_back(who + "no \"" + good + "\" line in " + path);
-  }
 }
 
 // Merges the ranks' "<label> PASS|FAIL" files. A label missing on some ranks is fine (ranks
@@ -165,6 +59,37 @@ void collectResults(const std::string& dir, int nranks, SetOutcome& out) {
 }
 
 }  // namespace
+
+std::string variantName(const SetSpec& spec) {
+  return spec.net == "Mesh" && spec.emulate != "none" ? spec.net + "-" + spec.emulate : spec.net;
+}
+
+std::vector<SetSpec> planProcessSets(const Options& o) {
+  std::vector<SetSpec> specs;
+  for (int n : o.ranks) {
+    // Appended, not "n" + to_string(n): GCC 12 warns falsely (-Wrestrict) on that operator+.
+    std::string ranks = "n";
+    ranks += std::to_string(n);
+    for (const auto& shape : o.emulate) {
+      const std::string topo = shape == "none" ? "" : shape + "-";
+      auto add = [&](const std::string& net, const std::string& proto) {
+        if (net != "Mesh" && shape != "none") return;
+        const std::string name = o.mode == "check"
+                                     ? "check-" + net + "-" + topo + ranks + "-" + proto
+                                     : "bench-" + net + "-" + topo + ranks;
+        specs.push_back({name, n, net, proto, shape, o.tuner});
+      };
+      if (o.mode == "check") {
+        for (const auto& proto : o.protos) {
+          for (const auto& net : o.nets) add(net, proto);
+        }
+      } else {
+        for (const auto& net : o.nets) add(net, "default");
+      }
+    }
+  }
+  return specs;
+}
 
 SetOutcome runProcessSet(const Options& o, const SetSpec& spec, const std::string& selfExe,
                          const std::string& plugin) {
@@ -193,11 +118,12 @@ SetOutcome runProcessSet(const Options& o, const SetSpec& spec, const std::strin
     bool done = false;
   };
   std::vector<Child> children(static_cast<size_t>(spec.nranks));
+  const std::vector<std::string> inherited = inheritedEnvironment();
   for (int r = 0; r < spec.nranks; ++r) {
     Child& c = children[static_cast<size_t>(r)];
     c.argStrings = {selfExe};
     for (auto& a : rankArguments(o, r, spec.nranks, out.dir)) c.argStrings.push_back(a);
-    c.envStrings = rankEnvironment(spec, r, plugin).vars();
+    c.envStrings = rankEnvironment(spec, r, plugin, inherited).vars();
     for (auto& s : c.argStrings) c.argv.push_back(s.data());
     c.argv.push_back(nullptr);
     for (auto& s : c.envStrings) c.envp.push_back(s.data());
@@ -283,7 +209,8 @@ SetOutcome runProcessSet(const Options& o, const SetSpec& spec, const std::strin
 
   for (int r = 0; r < spec.nranks; ++r) {
     const Child& c = children[static_cast<size_t>(r)];
-    scanLog(c.log, r, c.pid > 0 && exitCode(c.status) == 0, spec, out);
+    std::ifstream log(c.log);
+    scanRankLog(log, c.log, r, c.pid > 0 && exitCode(c.status) == 0, spec, out);
   }
   if (o.mode == "check") {
     collectResults(out.dir, spec.nranks, out);

@@ -1,8 +1,9 @@
 // nccl-mesh-gpu-e2e: NCCL itself over the mesh plugin, N ranks as processes on one GPU.
 //
 // Without --rank this is the launcher: it checks for a GPU (printing "SKIP: no CUDA device
-// (reason)" when there is none), then runs one process set per rank count x protocol x net
-// (check) or per rank count x net (bench), each rank a copy of this binary started with --rank.
+// (reason)" when there is none), then runs one process set per rank count x topology (--emulate)
+// x protocol x net (check) or per rank count x topology x net (bench), each rank a copy of this
+// binary started with --rank.
 // See launcher.h for the environment each rank gets and report.h for what is printed.
 #include <limits.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "bench.h"
 #include "collectives.h"
 #include "launcher.h"
+#include "launcher_selftest.h"
 #include "options.h"
 #include "rank.h"
 #include "report.h"
@@ -105,20 +107,7 @@ int runLauncher(e2e::Options o) {
     o.jsonPath = std::filesystem::absolute(o.jsonPath, ec).lexically_normal().string();
   }
 
-  std::vector<e2e::SetSpec> specs;
-  for (int n : o.ranks) {
-    if (o.mode == "check") {
-      for (const auto& proto : o.protos) {
-        for (const auto& net : o.nets) {
-          specs.push_back({"check-" + net + "-n" + std::to_string(n) + "-" + proto, n, net, proto});
-        }
-      }
-    } else {
-      for (const auto& net : o.nets) {
-        specs.push_back({"bench-" + net + "-n" + std::to_string(n), n, net, "default"});
-      }
-    }
-  }
+  const std::vector<e2e::SetSpec> specs = e2e::planProcessSets(o);
   std::printf("nccl-mesh-gpu-e2e %s: %zu process sets, plugin %s, output in %s\n", o.mode.c_str(),
               specs.size(), needPlugin ? o.plugin.c_str() : "(none)", o.outDir.c_str());
   std::fflush(stdout);
@@ -155,6 +144,7 @@ int runLauncher(e2e::Options o) {
 int main(int argc, char** argv) {
   const e2e::Options o = e2e::parseOptions(argc, argv);
   if (o.mode == "selftest") return e2e::runSelftest();
+  if (o.mode == "launcher-selftest") return e2e::runLauncherSelftest();
   if (o.rank >= 0) return runRank(o);
   return runLauncher(o);
 }

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -18,10 +19,20 @@ every byte goes through the network plugin, and checks every result against a ho
 
   --mode check|bench|selftest   correctness suite (default), benchmark, or a host-only
                                 selftest of the reference code (no GPU needed)
+  --mode launcher-selftest      host-only selftest of the launcher's rank environment, log
+                                checks and report arithmetic (no GPU needed)
   --ranks 2,3,4                 rank counts; one process set per count (and protocol/net)
   --protos Simple,LL,LL128      check: NCCL_PROTO per process set ("default": unset)
   --net Mesh|Socket[,..]        Mesh: the plugin; Socket: NCCL's own, no plugin
                                 (default: check Mesh, bench Mesh,Socket)
+  --emulate none|ring|line[,..] Mesh topology per process set: none = every rank on plain
+                                loopback (a full mesh, default); ring / line = rank r gets
+                                NCCL_MESH_EMULATE=<shape>:N:r, its own 127.77.x.y/30 cables,
+                                so non-neighbours share no subnet (needs the relay);
+                                default ranks then 4; ring needs >= 3 ranks, line >= 2
+  --tuner auto|ring|off|none    Mesh: NCCL_MESH_TUNER for every rank (default auto); none:
+                                NCCL_TUNER_PLUGIN=none (NCCL loads no tuner). Emulated sets
+                                must show NCCL loading the Mesh tuner and its decision
   --plugin PATH                 libnccl-net-mesh.so (default: the build's)
   --out DIR                     logs, per-set folders and JSON (default gpu-e2e-out)
   --json FILE                   JSON report (default <out>/<mode>.json)
@@ -123,6 +134,10 @@ Options parseOptions(int argc, char** argv) {
       o.protos = splitList(value());
     } else if (arg == "--net" || arg == "--nets") {
       o.nets = splitList(value());
+    } else if (arg == "--emulate") {
+      o.emulate = splitList(value());
+    } else if (arg == "--tuner") {
+      o.tuner = value();
     } else if (arg == "--plugin") {
       o.plugin = value();
     } else if (arg == "--out") {
@@ -163,8 +178,15 @@ Options parseOptions(int argc, char** argv) {
       usageError("unknown argument " + arg);
     }
   }
-  if (o.mode != "check" && o.mode != "bench" && o.mode != "selftest") {
-    usageError("--mode must be check, bench or selftest");
+  if (o.mode != "check" && o.mode != "bench" && o.mode != "selftest" &&
+      o.mode != "launcher-selftest") {
+    usageError("--mode must be check, bench, selftest or launcher-selftest");
+  }
+  for (const auto& e : o.emulate) {
+    if (e != "none" && e != "ring" && e != "line") usageError("--emulate takes none, ring, line");
+  }
+  if (o.tuner != "auto" && o.tuner != "ring" && o.tuner != "off" && o.tuner != "none") {
+    usageError("--tuner takes auto, ring, off or none");
   }
   for (const auto& net : o.nets) {
     if (net != "Mesh" && net != "Socket") usageError("--net takes Mesh and/or Socket");
@@ -184,11 +206,26 @@ Options parseOptions(int argc, char** argv) {
 }
 
 void resolveDefaults(Options& o) {
-  if (o.ranks.empty()) o.ranks = {2, 3, 4};
+  if (o.emulate.empty()) o.emulate = {"none"};
+  const bool anyEmulated =
+      std::any_of(o.emulate.begin(), o.emulate.end(), [](const auto& e) { return e != "none"; });
+  const bool fullMesh = std::find(o.emulate.begin(), o.emulate.end(), "none") != o.emulate.end();
+  if (o.ranks.empty()) o.ranks = anyEmulated ? std::vector<int>{4} : std::vector<int>{2, 3, 4};
+  for (const auto& e : o.emulate) {
+    const int least = e == "ring" ? 3 : e == "line" ? 2 : 1;
+    for (int r : o.ranks) {
+      if (r < least) {
+        usageError("--emulate " + e + " needs --ranks of at least " + std::to_string(least));
+      }
+    }
+  }
   if (o.protos.empty()) o.protos = {"Simple", "LL", "LL128"};
   if (o.nets.empty()) {
-    o.nets = o.mode == "bench" ? std::vector<std::string>{"Mesh", "Socket"}
-                               : std::vector<std::string>{"Mesh"};
+    o.nets = o.mode == "bench" && fullMesh ? std::vector<std::string>{"Mesh", "Socket"}
+                                           : std::vector<std::string>{"Mesh"};
+  }
+  if (!fullMesh && std::find(o.nets.begin(), o.nets.end(), "Socket") != o.nets.end()) {
+    usageError("--net Socket runs only on the full mesh: add none to --emulate");
   }
   if (o.maxBytes == 0) o.maxBytes = o.mode == "bench" ? (512u << 20) : (256u << 20);
   if (o.matrixCounts.empty()) {

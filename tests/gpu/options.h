@@ -11,11 +11,13 @@
 namespace e2e {
 
 struct Options {
-  std::string mode = "check";       // check | bench | selftest
-  std::vector<int> ranks;           // launcher: rank counts, one process set each
-  std::vector<std::string> protos;  // check: NCCL_PROTO values ("default" leaves it unset)
-  std::vector<std::string> nets;    // Mesh (the plugin) and/or Socket (NCCL's, no plugin)
-  std::string plugin;               // path of libnccl-net-mesh.so
+  std::string mode = "check";        // check | bench | selftest | launcher-selftest
+  std::vector<int> ranks;            // launcher: rank counts, one process set each
+  std::vector<std::string> protos;   // check: NCCL_PROTO values ("default" leaves it unset)
+  std::vector<std::string> nets;     // Mesh (the plugin) and/or Socket (NCCL's, no plugin)
+  std::vector<std::string> emulate;  // Mesh topologies: none (full mesh), ring, line
+  std::string tuner = "auto";        // Mesh: auto | ring | off (NCCL_MESH_TUNER) | none
+  std::string plugin;                // path of libnccl-net-mesh.so
   std::string outDir = "gpu-e2e-out";
   bool quick = false;                // short size lists (the ctest)
   size_t maxBytes = 0;               // cap on any buffer; 0: the mode's default
@@ -40,7 +42,10 @@ struct Options {
 
 // Parses argv; on a usage error prints the message and usage, and exits 2.
 Options parseOptions(int argc, char** argv);
-// Fills every list left empty with the mode's defaults (after --quick / --max-bytes).
+// Fills every list left empty with the mode's defaults (after --quick / --max-bytes). With an
+// emulated shape in --emulate and no --ranks, the rank count is 4. Exits 2 (usage) on rank
+// counts an emulated shape cannot have (ring: >= 3, line: >= 2) and on Socket with only
+// emulated shapes (Socket runs only on the full mesh).
 void resolveDefaults(Options& o);
 // The arguments that make a rank run exactly the plan in `o`.
 std::vector<std::string> rankArguments(const Options& o, int rank, int nranks,

@@ -27,15 +27,32 @@ struct BenchRow {
 };
 std::vector<BenchRow> readBenchRows(const std::string& tsvPath);
 
+// Mean busbw of `coll` in `num` over that in `den`, over the sizes >= `minBytes` that both have
+// with a verified result (the mean of each side over the same sizes; ratio 0 and sizes 0 when
+// there is none).
+struct BusBwRatio {
+  double ratio = 0;
+  int sizes = 0;
+};
+BusBwRatio largeMessageBusBwRatio(const std::vector<BenchRow>& num,
+                                  const std::vector<BenchRow>& den, const std::string& coll,
+                                  size_t minBytes);
+
+// Issue 18's target: all_reduce busbw at >= 64 MiB on an emulated ring with the tuner at least
+// this fraction of the full mesh's, same rank count, same run.
+inline constexpr double kEmulatedVsFullTarget = 0.9;
+inline constexpr size_t kLargeMessageBytes = 64u << 20;
+
 // One line per set: "[PASS] name: ..." / "[FAIL] name: ..." with the reasons.
 void printSetLine(const SetOutcome& s);
 
 // Writes the check report (JSON) and returns the number of failed sets.
 int writeCheckReport(const Options& o, const std::vector<SetOutcome>& sets);
 
-// Prints the benchmark tables (plugin vs Socket side by side, with ratios) and the targets,
-// writes the JSON, and returns the number of failed sets (targets are reported, not failed:
-// run-to-run spread on the shared GPU machine is up to +-40%).
+// Prints the benchmark tables (plugin vs Socket side by side, with ratios; each emulated ring or
+// line vs the full mesh when both ran) and the targets, writes the JSON, and returns the number of
+// failed sets (targets are reported, not failed: run-to-run spread on the shared GPU machine is up
+// to +-40%).
 int writeBenchReport(const Options& o, const std::vector<SetOutcome>& sets);
 
 }  // namespace e2e
