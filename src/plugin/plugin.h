@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "handshake/service.h"
+#include "relay/agent.h"
 #include "nccl/common.h"
 #include "topology/selection.h"
 #include "transport/connection.h"
@@ -107,6 +108,11 @@ class Plugin {
   bool plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
                     size_t dev, int traffic_class, handshake::ConnectRequest* req,
                     PendingConnect* pc);
+  // connect()'s first call for a peer without a common subnet: a TCP connection through relay
+  // agents (docs/relay.md), or false after a WARN (relay off, RDMA-only, GPU memory).
+  bool plan_relayed_connect(const handshake::Handle& h, size_t dev,
+                            handshake::ConnectRequest* req);
+  void start_relay_agent();  // caller holds mu_; after the handshake service started
   // Registers a connection built by make_connection with the context; the comm for NCCL.
   void* adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what);
   ncclResult_t register_region(void* comm, void* data, size_t size, int type, uint64_t offset,
@@ -122,6 +128,7 @@ class Plugin {
   rdma::RdmaTransport rdma_;
   tcp::TcpOptions tcp_;
   handshake::Service service_;
+  relay::Agent relay_;  // started with the service when NCCL_MESH_RELAY=1
   std::set<Context*> contexts_;
   Context* legacy_ = nullptr;
   std::map<ListenComm*, Context*> listens_;
