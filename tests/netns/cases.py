@@ -56,7 +56,7 @@ CURRENT_CASE = ""
 # the multi-rank and multi-rail data paths. The others repeat those code paths with other
 # topologies (attribution) and would cost ~10 more minutes per lane.
 SANITIZER_CASES = ["triangle-bench3", "dual-link", "fault-setup", "fault-kill", "fault-cut-restore",
-                   "fault-stall", "fault-flood"]
+                   "fault-stall", "fault-flood", "ring4", "relay-fault-kill"]
 ROWS_FILE = ""           # BUILD/netns-logs/reliability.jsonl (set in main)
 LANE = "release"         # the build's sanitizer lane: release, asan or tsan
 RUN_ID = ""              # this run of the case: rows of older runs are superseded by it
@@ -650,6 +650,76 @@ def line5(F, build, prefix):
                     f"a<->e: every cable of a-b-c-d-e carried >= 95% of the payload "
                     f"({', '.join(fmt_bytes(b) for b in hops)}; payload {fmt_bytes(payload)})")
             check_mgmt_quiet(F, topo, d, payload, "a<->e")
+
+
+def relay_fault_case(F, build, prefix, fault: str):
+    """line5: a -> c relayed by b (a plugin process there) and d -> e direct stream at once; the
+    fault hits the relay; a-c must report it within the timeout, d-e must finish cleanly."""
+    if not require_build(F, build):
+        return
+    with topology("line5", prefix) as topo:
+        env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS": str(FAULT_USER_TIMEOUT_MS), "NCCL_DEBUG": "INFO"}
+        with relay_holders(F, build, topo, ["b"], f"fault-relay-{fault}", env=env) as holders:
+            victim = BenchJob(build, topo, ["a", "c"], f"fault-relay-{fault}-ac", sizes="8M",
+                              duration=FAULT_DURATION, timeout=FAULT_TIMEOUT, env=env)
+            other = BenchJob(build, topo, ["d", "e"], f"fault-relay-{fault}-de", sizes="8M",
+                             duration=FAULT_DURATION, timeout=FAULT_TIMEOUT, env=env)
+            t0 = time.monotonic()
+            flowing = wait_traffic(topo, [("b", "cc"), ("d", "ce")], 16 * MiB, FAULT_START_LIMIT,
+                                   while_running=[victim, other])
+            log(f"  traffic flowing through b (a->c) and on d-e after {time.monotonic() - t0:.1f}s")
+            if not F.check(flowing and victim.running() and other.running(),
+                           "both transfers are under way before the fault"):
+                victim.wait(1), other.wait(1)
+                log(victim.report())
+                log(other.report())
+                return
+            t_fault = time.monotonic()
+            if fault == "kill":
+                holders[0][2].kill()
+                what = "relay host b's plugin process SIGKILLed"
+            else:
+                subprocess.run(["ip", "-n", topo.ns("b"), "link", "set", "cc", "down"], check=True)
+                what = "cable b-c of the route a-b-c cut"
+            limit = (FAULT_TIMEOUT + FAULT_GRACE) * build.time_scale
+            deadline = t_fault + limit
+            while time.monotonic() < deadline and any(r.poll() is None for r in victim.ranks):
+                time.sleep(0.05)
+            for r in victim.ranks:
+                hung = r.poll() is None
+                if hung:
+                    r.kill()
+                    r.proc.wait()
+                    r.poll()
+                dt = (r.t_end or time.monotonic()) - t_fault
+                F.check(not hung and r.reported_error(),
+                        f"{what}: rank {r.rank} on {r.host} reported the error "
+                        f"{'(HUNG, killed)' if hung else f'rc={r.rc}'} after {dt:.2f}s "
+                        f"(limit {limit:.0f}s)")
+                log(f"  TIME-TO-ERROR relay-{fault} rank{r.rank}@{r.host}: {dt:.2f}s")
+                if r.error_lines():
+                    log(f"      {r.error_lines()[0][:200]}")
+            F.check(other.running(), "d-e was still streaming when a-c had failed (they overlapped)")
+            finished = other.wait(FAULT_DURATION + PAIR_TIMEOUT)
+            F.check(finished and other.ok(),
+                    f"d-e on its own cable kept working: rc {[r.rc for r in other.ranks]}"
+                    f"{'' if finished else ' (HUNG, killed)'}")
+            if not other.ok():
+                log(other.report())
+
+
+@case
+def relay_fault_kill(F, build, prefix):
+    """line5: the plugin process relaying a -> c (in b) is SIGKILLed mid-transfer: a and c get
+    errors within the timeout, d-e finishes."""
+    relay_fault_case(F, build, prefix, "kill")
+
+
+@case
+def relay_fault_cut(F, build, prefix):
+    """line5: cable b-c of the relayed route a-b-c is cut mid-transfer: a and c get errors within
+    the timeout, d-e finishes."""
+    relay_fault_case(F, build, prefix, "cut")
 
 
 def fault_case(F, build, prefix, fault: str):
