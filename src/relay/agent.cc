@@ -319,6 +319,7 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
 }
 
 void Agent::loop() {
+  Splice::block_sigpipe_in_this_thread();
   epoll_event evs[64];
   while (!stop_) {
     int64_t now = monotonic_ms();

@@ -35,6 +35,13 @@ Pair make_pair(int bufsize = 0) {
   return {sv[0], UniqueFd(sv[1])};
 }
 
+// Every case runs with pipes and splice(2) (zero copy, the default) and with the copy buffer.
+class SpliceTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() { Splice::block_sigpipe_in_this_thread(); }
+  bool zero_copy() const { return GetParam(); }
+};
+
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 31 + (i >> 9));
@@ -67,9 +74,10 @@ void shuttle(Splice& s, int up, int down, const std::vector<uint8_t>& up_out,
   }
 }
 
-TEST(Splice, CarriesBytesIntactAndInOrderBothWays) {
+TEST_P(SpliceTest, CarriesBytesIntactAndInOrderBothWays) {
   Pair up = make_pair(), down = make_pair();
-  Splice s(std::move(up.inner), std::move(down.inner), 4096);  // small: many wraps
+  Splice s(std::move(up.inner), std::move(down.inner), 4096, zero_copy());
+  EXPECT_EQ(s.zero_copy(), zero_copy());  // small: many wraps
   const auto a = pattern(3 << 20, 1), b = pattern(1 << 20, 7);
   std::vector<uint8_t> got_up, got_down;
   shuttle(s, up.outer, down.outer, a, b, &got_up, &got_down);
@@ -81,9 +89,10 @@ TEST(Splice, CarriesBytesIntactAndInOrderBothWays) {
   close(down.outer);
 }
 
-TEST(Splice, PreloadedBytesGoFirst) {
+TEST_P(SpliceTest, PreloadedBytesGoFirst) {
   Pair up = make_pair(), down = make_pair();
-  Splice s(std::move(up.inner), std::move(down.inner), 1024);
+  Splice s(std::move(up.inner), std::move(down.inner), 1024, zero_copy());
+  EXPECT_EQ(s.zero_copy(), zero_copy());
   const uint8_t req[3] = {'R', 'E', 'Q'}, rep[2] = {'O', 'K'};
   s.preload(1, req, sizeof(req));
   s.preload(0, rep, sizeof(rep));
@@ -98,10 +107,11 @@ TEST(Splice, PreloadedBytesGoFirst) {
   close(down.outer);
 }
 
-TEST(Splice, ABlockedReceiverStopsTheReadingAtTheBufferSize) {
+TEST_P(SpliceTest, ABlockedReceiverStopsTheReadingAtTheBufferSize) {
   Pair up = make_pair(16384), down = make_pair(16384);
   const size_t cap = 8192;
-  Splice s(std::move(up.inner), std::move(down.inner), cap);
+  Splice s(std::move(up.inner), std::move(down.inner), cap, zero_copy());
+  EXPECT_EQ(s.zero_copy(), zero_copy());
   // The downstream end never reads: the splice fills the socket buffers, then its own buffer,
   // then stops reading upstream (EPOLLIN no longer wanted), so the sender's writes block.
   const auto data = pattern(8 << 20, 3);
@@ -135,9 +145,10 @@ TEST(Splice, ABlockedReceiverStopsTheReadingAtTheBufferSize) {
   close(down.outer);
 }
 
-TEST(Splice, EofIsPassedOnAndThePairFinishesWhenBothSidesClosed) {
+TEST_P(SpliceTest, EofIsPassedOnAndThePairFinishesWhenBothSidesClosed) {
   Pair up = make_pair(), down = make_pair();
-  Splice s(std::move(up.inner), std::move(down.inner), 4096);
+  Splice s(std::move(up.inner), std::move(down.inner), 4096, zero_copy());
+  EXPECT_EQ(s.zero_copy(), zero_copy());
   ASSERT_EQ(write(up.outer, "last", 4), 4);
   shutdown(up.outer, SHUT_WR);
   EXPECT_TRUE(s.pump());  // the other direction is still open
@@ -154,9 +165,10 @@ TEST(Splice, EofIsPassedOnAndThePairFinishesWhenBothSidesClosed) {
   close(up.outer);
 }
 
-TEST(Splice, AnErrorOnOneSideResetsBoth) {
+TEST_P(SpliceTest, AnErrorOnOneSideResetsBoth) {
   Pair up = make_pair(), down = make_pair();
-  Splice s(std::move(up.inner), std::move(down.inner), 4096);
+  Splice s(std::move(up.inner), std::move(down.inner), 4096, zero_copy());
+  EXPECT_EQ(s.zero_copy(), zero_copy());
   close(down.outer);  // the downstream end vanishes
   ASSERT_EQ(write(up.outer, "data", 4), 4);
   EXPECT_FALSE(s.pump());
@@ -167,6 +179,9 @@ TEST(Splice, AnErrorOnOneSideResetsBoth) {
   EXPECT_LE(read(up.outer, buf, sizeof(buf)), 0) << "the upstream end sees the failure";
   close(up.outer);
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, SpliceTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "ZeroCopy" : "CopyBuffer"; });
 
 }  // namespace
 }  // namespace mesh::relay
