@@ -135,8 +135,9 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
                                      : OutgoingSocket::Phase::kSending;
   }
   if (out->phase == OutgoingSocket::Phase::kRelaySending) {
-    const ssize_t n = send(out->fd, out->relay_request.data() + out->relay_sent,
-                           out->relay_request.size() - out->relay_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(out->fd, out->relay_request.data() + out->relay_sent,
+             out->relay_request.size() - out->relay_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       retry("sending the relay request (" + out->relay_route + "): " + errno_text(errno));
       return;
@@ -260,7 +261,8 @@ void Service::finish_outgoing_if_ready(OutgoingState* outgoing) {
   if (outgoing->req.relay) {
     std::string route = outgoing->sockets[0]->relay_path + "; first hops:";
     for (const auto& s : outgoing->sockets) {
-      route += s->role == Role::kControl ? std::string(" control") : " data " + std::to_string(s->index);
+      route +=
+          s->role == Role::kControl ? std::string(" control") : " data " + std::to_string(s->index);
       route += " via ";
       route += s->relay_route;
     }

@@ -144,8 +144,8 @@ std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& re
     outgoing->shared->description = "peer " + dest + ":" + std::to_string(req.port) + " (relayed)";
   } else {
     outgoing->shared->description =
-        "peer " + format_ipv4(req.rails[0].peer_addr) + ":" + std::to_string(req.port) +
-        " from " + format_ipv4(req.rails[0].local.addr) +
+        "peer " + format_ipv4(req.rails[0].peer_addr) + ":" + std::to_string(req.port) + " from " +
+        format_ipv4(req.rails[0].local.addr) +
         (nrails > 1 ? " (+" + std::to_string(nrails - 1) + " rails)" : "");
   }
   for (uint16_t i = 0; i <= req.ndata; ++i) {

@@ -74,8 +74,7 @@ struct RelayHop {
   std::string path;        // the whole route, for the log
 };
 enum class RelayResolve { kOk, kWait, kFail };
-using RelayResolver =
-    std::function<RelayResolve(uint16_t stream, RelayHop* hop, std::string* why)>;
+using RelayResolver = std::function<RelayResolve(uint16_t stream, RelayHop* hop, std::string* why)>;
 
 struct ConnectRequest {
   Nonce nonce{};

@@ -92,7 +92,7 @@ struct Service::OutgoingSocket : EpollTarget {
   int64_t retry_at_ms = 0;
   int64_t backoff_ms = kRetryMinMs;
   std::string last_error;
-  bool last_busy = false;  // the last try got a "busy" reply (last_error says so)
+  bool last_busy = false;              // the last try got a "busy" reply (last_error says so)
   std::vector<uint8_t> relay_request;  // relayed: the request for this stream
   size_t relay_sent = 0;
   uint8_t relay_reply[4] = {};

@@ -481,8 +481,10 @@ bool Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
         devices_[dev].name.c_str(), describe_addrs(h.addrs).c_str());
     return false;
   }
-  MESH_INFO(NCCL_NET, "connect: no common subnet with the peer (%s): relaying over TCP through "
-            "neighbours", describe_addrs(h.addrs).c_str());
+  MESH_INFO(NCCL_NET,
+            "connect: no common subnet with the peer (%s): relaying over TCP through "
+            "neighbours",
+            describe_addrs(h.addrs).c_str());
   req->relay_dest = h.addrs;
   req->relay_origin = relay_.host_id();
   relay::Agent* agent = &relay_;

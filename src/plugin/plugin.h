@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "handshake/service.h"
-#include "relay/agent.h"
 #include "nccl/common.h"
+#include "relay/agent.h"
 #include "topology/selection.h"
 #include "transport/connection.h"
 #include "transport/rdma/endpoint.h"
@@ -110,8 +110,7 @@ class Plugin {
                     PendingConnect* pc);
   // connect()'s first call for a peer without a common subnet: a TCP connection through relay
   // agents (docs/relay.md), or false after a WARN (relay off, RDMA-only, GPU memory).
-  bool plan_relayed_connect(const handshake::Handle& h, size_t dev,
-                            handshake::ConnectRequest* req);
+  bool plan_relayed_connect(const handshake::Handle& h, size_t dev, handshake::ConnectRequest* req);
   void start_relay_agent();  // caller holds mu_; after the handshake service started
   // Registers a connection built by make_connection with the context; the comm for NCCL.
   void* adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what);

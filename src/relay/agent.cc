@@ -88,7 +88,9 @@ struct Agent::Pending {
 };
 
 Agent::Agent() = default;
-Agent::~Agent() { stop(); }
+Agent::~Agent() {
+  stop();
+}
 
 bool Agent::start(const AgentConfig& config, std::string* why) {
   if (running()) return true;
@@ -257,8 +259,11 @@ void Agent::read_beacons(int fd, int64_t now) {
     Beacon b;
     std::string why;
     if (!decode_beacon(buf.data(), static_cast<size_t>(n), &b, &why)) {
-      warn_limited("beacon", "dropped a datagram from " + format_ipv4(source) + " on the relay "
-                             "port: " + why + " (further ones are counted silently for 10 s)",
+      warn_limited("beacon",
+                   "dropped a datagram from " + format_ipv4(source) +
+                       " on the relay "
+                       "port: " +
+                       why + " (further ones are counted silently for 10 s)",
                    now);
       continue;
     }
@@ -347,7 +352,9 @@ void Agent::loop() {
           break;
         case Target::Kind::kUp:
         case Target::Kind::kDown:
-          if (!t->pending->dead) on_pending(t->pending, evs[i].events | (t->kind == Target::Kind::kDown ? 0x80000000u : 0), now);
+          if (!t->pending->dead)
+            on_pending(t->pending,
+                       evs[i].events | (t->kind == Target::Kind::kDown ? 0x80000000u : 0), now);
           break;
         case Target::Kind::kSplice:
           if (!t->box->dead) on_splice(t);
@@ -382,8 +389,9 @@ void Agent::accept_requests(int fd) {
       uint8_t r[kRelayReplySize];
       encode_relay_reply(ReplyCode::kBusy, r);
       (void)!send(s.get(), r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
-      warn_limited("busy", "refused a relay request from " + format_endpoint(peer) + ": " +
-                               std::to_string(config_.max_pairs) + " relayed sockets are open",
+      warn_limited("busy",
+                   "refused a relay request from " + format_endpoint(peer) + ": " +
+                       std::to_string(config_.max_pairs) + " relayed sockets are open",
                    monotonic_ms());
       continue;
     }
@@ -425,7 +433,8 @@ void Agent::on_pending(Pending* p, uint32_t events, int64_t now) {
   if (!down) {
     if (p->have_request) {
       // The upstream closed or sent early while the onward connect is in progress.
-      if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) finish_pending(p, ReplyCode::kConnectFailed, "");
+      if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        finish_pending(p, ReplyCode::kConnectFailed, "");
       return;
     }
     for (;;) {
@@ -523,8 +532,8 @@ void Agent::start_splice(Pending* p) {
   Box* box = owned.get();
   box->what = "stream " + std::to_string(p->req.stream) + " " + p->from + " -> " + p->to +
               (p->last_hop ? " (destination)" : " (next relay)");
-  box->splice = std::make_unique<Splice>(std::move(p->up), std::move(p->down),
-                                         config_.buffer_bytes);
+  box->splice =
+      std::make_unique<Splice>(std::move(p->up), std::move(p->down), config_.buffer_bytes);
   if (p->last_hop) {
     uint8_t r[kRelayReplySize];
     encode_relay_reply(ReplyCode::kOk, r);
@@ -564,8 +573,7 @@ void Agent::on_splice(Target* t) {
     } else if (err.find(errno_text(ECONNRESET)) != std::string::npos ||
                err.find(errno_text(EPIPE)) != std::string::npos) {
       // One end reset its socket (a process exited, or its TCP connection failed): passed on.
-      MESH_INFO(NCCL_NET, "relay: %s: %s; reset the other end too", box->what.c_str(),
-                err.c_str());
+      MESH_INFO(NCCL_NET, "relay: %s: %s; reset the other end too", box->what.c_str(), err.c_str());
     } else {
       warn_limited("splice", box->what + " failed: " + err + "; both ends were reset",
                    monotonic_ms());

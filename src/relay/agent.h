@@ -34,20 +34,20 @@ namespace mesh::relay {
 struct AgentConfig {
   uint16_t port = 18515;
   std::vector<topology::Interface> interfaces;  // the plugin's selected mesh interfaces
-  bool emulated = false;                         // bind the interfaces' addresses, not 0.0.0.0
-  int64_t user_timeout_ms = 20000;               // TCP_USER_TIMEOUT on relayed sockets
-  int64_t connect_timeout_ms = 5000;             // onward connect of one relayed socket
-  size_t max_pairs = 512;                        // relayed socket pairs at once ("busy" beyond)
-  size_t buffer_bytes = 256 * 1024;              // per direction of each pair
-  std::vector<RoutePin> pins;                    // NCCL_MESH_RELAY_VIA
+  bool emulated = false;                        // bind the interfaces' addresses, not 0.0.0.0
+  int64_t user_timeout_ms = 20000;              // TCP_USER_TIMEOUT on relayed sockets
+  int64_t connect_timeout_ms = 5000;            // onward connect of one relayed socket
+  size_t max_pairs = 512;                       // relayed socket pairs at once ("busy" beyond)
+  size_t buffer_bytes = 256 * 1024;             // per direction of each pair
+  std::vector<RoutePin> pins;                   // NCCL_MESH_RELAY_VIA
 };
 
 struct FirstHop {
   Ipv4Prefix local;        // bind here
   uint32_t peer_addr = 0;  // connect here, at the relay port
   uint16_t port = 0;
-  std::string route;       // the first hop, "198.18.20.2", for messages
-  std::string path;        // "2 cables, 2 equal-cost first hops, e.g. through 198.18.20.2+..."
+  std::string route;  // the first hop, "198.18.20.2", for messages
+  std::string path;   // "2 cables, 2 equal-cost first hops, e.g. through 198.18.20.2+..."
 };
 
 enum class HopStatus { kOk, kWait, kFail };
@@ -66,8 +66,8 @@ class Agent {
   uint32_t host_id() const { return self_id_; }
 
   // kWait: no route yet, or the agent bound its port less than kSettleMs ago (the graph may
-  // still be converging: a route found then might miss an equal-cost path); kFail: the graph is complete enough to say there is no
-  // path (*why names what is missing).
+  // still be converging: a route found then might miss an equal-cost path); kFail: the graph is
+  // complete enough to say there is no path (*why names what is missing).
   HopStatus first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
                       std::string* why);
 

@@ -79,7 +79,8 @@ bool encode_beacon(const Beacon& beacon, std::vector<uint8_t>* out, std::string*
 }
 
 bool decode_beacon(const uint8_t* in, size_t len, Beacon* out, std::string* why) {
-  if (len < kBeaconHeaderSize + 4) return fail(why, "truncated (" + std::to_string(len) + " bytes)");
+  if (len < kBeaconHeaderSize + 4)
+    return fail(why, "truncated (" + std::to_string(len) + " bytes)");
   if (len > kMaxBeaconSize) return fail(why, "oversize (" + std::to_string(len) + " bytes)");
   if (get_u32(in) != kBeaconMagic) return fail(why, "not a beacon (bad magic)");
   if (in[4] != kBeaconVersion)
@@ -107,10 +108,9 @@ bool decode_beacon(const uint8_t* in, size_t len, Beacon* out, std::string* why)
     if (h.id == 0 || !ids.insert(h.id).second)
       return fail(why, "entry " + std::to_string(i) + ": zero or repeated host id");
     if (na == 0 || na > kMaxHostAddrs || nn > kMaxNeighbours)
-      return fail(why, "entry " + std::to_string(i) + ": " + std::to_string(na) +
-                           " addresses, " + std::to_string(nn) + " neighbours");
-    if (end - pos < na * 5 + nn * 4)
-      return fail(why, "entry " + std::to_string(i) + " truncated");
+      return fail(why, "entry " + std::to_string(i) + ": " + std::to_string(na) + " addresses, " +
+                           std::to_string(nn) + " neighbours");
+    if (end - pos < na * 5 + nn * 4) return fail(why, "entry " + std::to_string(i) + " truncated");
     for (size_t a = 0; a < na; ++a, pos += 5) {
       Ipv4Prefix p{get_u32(in + pos), in[pos + 4]};
       if (p.prefix > 32 || p.prefix == 0 || p.addr == 0 || p.addr == 0xffffffffu)

@@ -36,8 +36,8 @@ inline constexpr size_t kMaxBeaconSize =
 
 struct HostEntry {
   uint32_t id = 0;
-  uint32_t seq = 0;                 // grows with every beacon of its owner (newest wins)
-  std::vector<Ipv4Prefix> addrs;    // the owner's mesh addresses, sorted
+  uint32_t seq = 0;                  // grows with every beacon of its owner (newest wins)
+  std::vector<Ipv4Prefix> addrs;     // the owner's mesh addresses, sorted
   std::vector<uint32_t> neighbours;  // ids of the hosts the owner hears directly, sorted
 
   bool operator==(const HostEntry&) const = default;

@@ -6,7 +6,9 @@ namespace mesh::relay {
 
 namespace {
 // Serial-number order (RFC 1982): a is newer than b.
-bool newer(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) > 0; }
+bool newer(uint32_t a, uint32_t b) {
+  return static_cast<int32_t>(a - b) > 0;
+}
 }  // namespace
 
 LinkState::LinkState(std::vector<Ipv4Prefix> addrs, uint32_t first_seq) {
@@ -32,9 +34,10 @@ bool LinkState::receive(const Beacon& b, uint32_t source, int64_t now_ms, std::s
     }
   }
   if (!from_sender || !neighbour) {
-    *why = "beacon from " + format_ipv4(source) + (from_sender ? " is not on a subnet of this host"
-                                                                : " that does not list that "
-                                                                  "address as its own");
+    *why = "beacon from " + format_ipv4(source) +
+           (from_sender ? " is not on a subnet of this host"
+                        : " that does not list that "
+                          "address as its own");
     return false;
   }
   heard_[sender.id] = now_ms;

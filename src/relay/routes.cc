@@ -63,8 +63,8 @@ bool parse_route_pins(const std::string& text, std::vector<RoutePin>* out, std::
 }
 
 bool find_route(const std::vector<HostEntry>& hosts, uint32_t self,
-                const std::vector<Ipv4Prefix>& dest, const std::vector<RoutePin>& pins,
-                Route* out, std::string* why) {
+                const std::vector<Ipv4Prefix>& dest, const std::vector<RoutePin>& pins, Route* out,
+                std::string* why) {
   std::map<uint32_t, const HostEntry*> by_id;
   for (const HostEntry& h : hosts) by_id[h.id] = &h;
   auto me = by_id.find(self);
@@ -125,9 +125,10 @@ bool find_route(const std::vector<HostEntry>& hosts, uint32_t self,
       list += describe_host(*h);
     }
     return fail(why, "no route from host " + describe_host(*me->second) + " to " + dest_text +
-                         " (host " + describe_host(*target) + "): the cable graph is disconnected; "
-                         "hosts connected to the destination: " + reach +
-                         "; hosts cut off from it (this one included): " + unreach +
+                         " (host " + describe_host(*target) +
+                         "): the cable graph is disconnected; "
+                         "hosts connected to the destination: " +
+                         reach + "; hosts cut off from it (this one included): " + unreach +
                          "; check the cables and that a plugin process runs on every host");
   }
   Route r;
@@ -146,7 +147,8 @@ bool find_route(const std::vector<HostEntry>& hosts, uint32_t self,
     }
     if (pinned == 0 || !dist.count(pinned))
       return fail(why, "NCCL_MESH_RELAY_VIA pins " + format_prefix(p.dest) + " to " +
-                           format_ipv4(p.via) + ", which is not a neighbour of this host with a "
+                           format_ipv4(p.via) +
+                           ", which is not a neighbour of this host with a "
                            "path to the destination");
     break;
   }

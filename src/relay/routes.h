@@ -27,9 +27,9 @@ struct NextHop {
 
 struct Route {
   uint32_t dest_host = 0;
-  size_t hops = 0;                // cables from self to the destination
-  std::vector<NextHop> next;      // equal-cost next hops, ordered by host id
-  std::vector<uint32_t> path;     // one shortest path (host ids, self first, dest last)
+  size_t hops = 0;             // cables from self to the destination
+  std::vector<NextHop> next;   // equal-cost next hops, ordered by host id
+  std::vector<uint32_t> path;  // one shortest path (host ids, self first, dest last)
 };
 
 // NCCL_MESH_RELAY_VIA: "<dest-prefix>=<via-address>,...": connections to an address inside
@@ -44,8 +44,8 @@ bool parse_route_pins(const std::string& text, std::vector<RoutePin>* out, std::
 // what is missing: the destination unknown to the graph, or the graph disconnected (which hosts
 // this host can reach and which it cannot). `pins` restrict the first hop.
 bool find_route(const std::vector<HostEntry>& hosts, uint32_t self,
-                const std::vector<Ipv4Prefix>& dest, const std::vector<RoutePin>& pins,
-                Route* out, std::string* why);
+                const std::vector<Ipv4Prefix>& dest, const std::vector<RoutePin>& pins, Route* out,
+                std::string* why);
 
 // The next hop stream `stream` takes.
 inline const NextHop& pick_next_hop(const Route& r, size_t stream) {

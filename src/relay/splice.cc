@@ -100,8 +100,8 @@ bool Splice::pump_pipe(int from, bool* progress) {
     return false;
   }
   while (d.size > 0) {
-    const ssize_t n = ::splice(d.pipe_r.get(), nullptr, dst, nullptr, d.size,
-                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    const ssize_t n =
+        ::splice(d.pipe_r.get(), nullptr, dst, nullptr, d.size, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n > 0) {
       d.size -= static_cast<size_t>(n);
       d.pipe_full = false;
@@ -112,8 +112,8 @@ bool Splice::pump_pipe(int from, bool* progress) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     const int err = errno;
     if (n < 0 && err == EPIPE) consume_sigpipe();
-    error_ = std::string(from == 0 ? "downstream" : "upstream") + " write: " +
-             (n == 0 ? std::string("pipe empty") : errno_text(err));
+    error_ = std::string(from == 0 ? "downstream" : "upstream") +
+             " write: " + (n == 0 ? std::string("pipe empty") : errno_text(err));
     return false;
   }
   if (d.size == 0) d.pipe_full = false;
@@ -171,8 +171,7 @@ bool Splice::pump_direction(int from) {
   const int dst = fd(1 - from);
   for (;;) {
     bool progress = false;
-    if (!(d.pipe_w.valid() ? pump_pipe(from, &progress) : pump_copy(from, &progress)))
-      return false;
+    if (!(d.pipe_w.valid() ? pump_pipe(from, &progress) : pump_copy(from, &progress))) return false;
     if (!progress) break;
   }
   if (d.eof && d.size == 0 && !d.shut) {
@@ -192,8 +191,8 @@ bool Splice::pump() {
 }
 
 uint32_t Splice::events(int side) const {
-  const Direction& out = dir_[side];      // read from this side
-  const Direction& in = dir_[1 - side];   // written to this side
+  const Direction& out = dir_[side];     // read from this side
+  const Direction& in = dir_[1 - side];  // written to this side
   uint32_t ev = 0;
   if (!out.eof && !out.pipe_full && out.size < out.cap) ev |= EPOLLIN | EPOLLRDHUP;
   if (in.size > 0) ev |= EPOLLOUT;

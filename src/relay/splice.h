@@ -50,14 +50,14 @@ class Splice {
   void close();
 
  private:
-  struct Direction {  // bytes read from side `from`, to be written to the other side
-    std::vector<uint8_t> buf;      // copy mode: the ring buffer
-    UniqueFd pipe_r, pipe_w;       // zero-copy mode: the pipe
-    size_t cap = 0;                // bytes held at most (the pipe's or the buffer's size)
-    bool pipe_full = false;        // the pipe refused more (all its slots used) until drained
-    size_t head = 0, size = 0;     // size: bytes held now (both modes)
-    bool eof = false;       // `from` reached EOF
-    bool shut = false;      // EOF passed on: the other side was shut down for writing
+  struct Direction {            // bytes read from side `from`, to be written to the other side
+    std::vector<uint8_t> buf;   // copy mode: the ring buffer
+    UniqueFd pipe_r, pipe_w;    // zero-copy mode: the pipe
+    size_t cap = 0;             // bytes held at most (the pipe's or the buffer's size)
+    bool pipe_full = false;     // the pipe refused more (all its slots used) until drained
+    size_t head = 0, size = 0;  // size: bytes held now (both modes)
+    bool eof = false;           // `from` reached EOF
+    bool shut = false;          // EOF passed on: the other side was shut down for writing
     uint64_t total = 0;
   };
   bool pump_direction(int from);

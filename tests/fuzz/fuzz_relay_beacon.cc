@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   LinkState s({mesh::Ipv4Prefix{b.hosts[0].addrs[0].addr ^ 1u, b.hosts[0].addrs[0].prefix}}, 1);
   (void)s.receive(b, b.hosts[0].addrs[0].addr, 0, &why);
   Route r;
-  for (const HostEntry& h : b.hosts) (void)find_route(s.hosts(), s.self_id(), h.addrs, {}, &r, &why);
+  for (const HostEntry& h : b.hosts)
+    (void)find_route(s.hosts(), s.self_id(), h.addrs, {}, &r, &why);
   bool truncated = false;
   (void)s.next_beacon(0, &truncated);
   return 0;

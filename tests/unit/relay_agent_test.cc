@@ -18,7 +18,9 @@
 namespace mesh::relay {
 namespace {
 
-uint16_t test_port() { return static_cast<uint16_t>(21000 + getpid() % 20000); }
+uint16_t test_port() {
+  return static_cast<uint16_t>(21000 + getpid() % 20000);
+}
 
 AgentConfig config_for(size_t rank, size_t ranks) {
   topology::EmulatedMesh m{topology::EmulatedShape::kLine, ranks, rank};

@@ -14,7 +14,9 @@
 namespace mesh::relay {
 namespace {
 
-Ipv4Prefix P(const char* a, uint8_t len) { return Ipv4Prefix{*parse_ipv4(a), len}; }
+Ipv4Prefix P(const char* a, uint8_t len) {
+  return Ipv4Prefix{*parse_ipv4(a), len};
+}
 
 // Hosts named by letter with their addresses; cables by pairs of letters; neighbours derived.
 struct Graph {
@@ -130,9 +132,9 @@ TEST(Routes, DisconnectedGraphNamesWhatIsMissing) {
   std::string why;
   EXPECT_FALSE(find_route(g.list(), g.id('a'), g.hosts['e'].addrs, {}, &r, &why));
   EXPECT_NE(why.find("disconnected"), std::string::npos) << why;
-  EXPECT_NE(why.find("198.18.30.1"), std::string::npos) << why;  // this host
+  EXPECT_NE(why.find("198.18.30.1"), std::string::npos) << why;              // this host
   EXPECT_NE(why.find("198.18.32.1+198.18.33.1"), std::string::npos) << why;  // d: reachable
-  EXPECT_NE(why.find("198.18.33.2"), std::string::npos) << why;  // the destination
+  EXPECT_NE(why.find("198.18.33.2"), std::string::npos) << why;              // the destination
   // A one-sided neighbour entry is not an edge (the cable must work both ways).
   drop('c', 'b');
   g.hosts['d'].neighbours.push_back(g.id('c'));

@@ -181,7 +181,9 @@ TEST_P(SpliceTest, AnErrorOnOneSideResetsBoth) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SpliceTest, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "ZeroCopy" : "CopyBuffer"; });
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "ZeroCopy" : "CopyBuffer";
+                         });
 
 }  // namespace
 }  // namespace mesh::relay

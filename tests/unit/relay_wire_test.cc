@@ -11,7 +11,9 @@
 namespace mesh::relay {
 namespace {
 
-Ipv4Prefix P(const char* a, uint8_t len) { return Ipv4Prefix{*parse_ipv4(a), len}; }
+Ipv4Prefix P(const char* a, uint8_t len) {
+  return Ipv4Prefix{*parse_ipv4(a), len};
+}
 
 HostEntry host(std::vector<Ipv4Prefix> addrs, std::vector<uint32_t> neighbours = {},
                uint32_t seq = 7) {
