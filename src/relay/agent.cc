@@ -137,6 +137,7 @@ void Agent::stop() {
   epoll_.reset();
   wake_.reset();
   bound_ = false;
+  bound_ms_ = 0;
   npairs_ = 0;
 }
 
@@ -289,7 +290,8 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     out->path = "through this host's relay agent (another plugin process)";
     return HopStatus::kOk;
   }
-  if (monotonic_ms() - bound_ms_ < kSettleMs) {
+  const int64_t bound_ms = bound_ms_.load();  // set before bound_ became true
+  if (monotonic_ms() - bound_ms < kSettleMs) {
     *why = "the relay agent is still learning the cable graph";
     return HopStatus::kWait;
   }
@@ -300,7 +302,7 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     hosts = state_->hosts();
   }
   if (!find_route(hosts, self_id_, dest, config_.pins, &r, why)) {
-    return monotonic_ms() - bound_ms_ < kConvergeMs ? HopStatus::kWait : HopStatus::kFail;
+    return monotonic_ms() - bound_ms < kConvergeMs ? HopStatus::kWait : HopStatus::kFail;
   }
   if (r.hops > kDefaultHopLimit + 1) {
     *why = "the route is " + std::to_string(r.hops) + " cables long (at most " +

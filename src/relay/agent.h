@@ -99,7 +99,7 @@ class Agent {
   std::atomic<bool> bound_{false};
   std::atomic<size_t> npairs_{0};
   int64_t started_ms_ = 0;
-  int64_t bound_ms_ = 0;
+  std::atomic<int64_t> bound_ms_{0};  // read by first_hop() on other threads
   uint32_t self_id_ = 0;
   UniqueFd epoll_;
   UniqueFd wake_;
