@@ -505,6 +505,15 @@ def relay_holders(F, build, topo, hosts, label, env=None):
     e = dict(os.environ)
     e.update({"NCCL_MESH_IFNAME": "^mgmt", "NCCL_DEBUG": "INFO"})
     e.update(env or {})
+    if build.sanitizer:
+        # python is not instrumented: its process must load the sanitizer runtime first, and
+        # python's own allocations are not the plugin's leaks.
+        ldd = subprocess.run(["ldd", build.plugin], capture_output=True, text=True).stdout
+        m = re.search(r"(\S*lib(?:asan|tsan)\.so\S*) => (\S+)", ldd)
+        cxx = re.search(r"libstdc\+\+\.so\S* => (\S+)", ldd)
+        if m:  # the C++ runtime too, so that the sanitizer intercepts its throw
+            e["LD_PRELOAD"] = m.group(2) + (" " + cxx.group(1) if cxx else "")
+        e["ASAN_OPTIONS"] = (e.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
     os.makedirs(build.logdir, exist_ok=True)
     try:
         for h in hosts:
