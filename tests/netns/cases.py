@@ -538,11 +538,18 @@ def relay_holders(F, build, topo, hosts, label, env=None):
                 p.stdin.close()
         for h, out, p in procs:
             try:
-                p.wait(5)
+                p.wait(5 * build.time_scale)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
             out.close()
+            with open(out.name, errors="replace") as f:
+                text = f.read()
+            report = re.search(r"(ThreadSanitizer|AddressSanitizer|LeakSanitizer|runtime error|"
+                               r"SEGV).*", text)
+            F.check(p.returncode in (0, -signal.SIGKILL) and report is None,
+                    f"relay holder in {h} exited cleanly (rc {p.returncode}"
+                    f"{', ' + report.group(0)[:120] if report else ''}; {out.name})")
 
 
 def all_pairs_run(F, build, topo, label, sizes=RELAY_SIZES):
