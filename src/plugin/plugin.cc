@@ -9,6 +9,7 @@
 #include "topology/interface.h"
 #include "transport/connection_factory.h"
 #include "transport/tcp/stream_plan.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/settings.h"
 
@@ -489,9 +490,10 @@ bool Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
   req->relay_origin = relay_.host_id();
   relay::Agent* agent = &relay_;
   const std::vector<Ipv4Prefix> dest = h.addrs;
-  req->relay = [agent, dest](uint16_t stream, handshake::RelayHop* hop, std::string* why) {
+  const int64_t since = monotonic_ms();
+  req->relay = [agent, dest, since](uint16_t stream, handshake::RelayHop* hop, std::string* why) {
     relay::FirstHop first;
-    const relay::HopStatus st = agent->first_hop(dest, stream, &first, why);
+    const relay::HopStatus st = agent->first_hop(dest, stream, &first, why, since);
     if (st != relay::HopStatus::kOk)
       return st == relay::HopStatus::kWait ? handshake::RelayResolve::kWait
                                            : handshake::RelayResolve::kFail;

@@ -275,7 +275,7 @@ void Agent::read_beacons(int fd, int64_t now) {
 }
 
 HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
-                           std::string* why) {
+                           std::string* why, int64_t since_ms) {
   if (!bound_) {
     if (config_.emulated || config_.interfaces.empty()) {
       *why = "this process's relay agent could not bind port " + std::to_string(config_.port) +
@@ -302,7 +302,8 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     hosts = state_->hosts();
   }
   if (!find_route(hosts, self_id_, dest, config_.pins, &r, why)) {
-    return monotonic_ms() - bound_ms < kConvergeMs ? HopStatus::kWait : HopStatus::kFail;
+    return monotonic_ms() - std::max(bound_ms, since_ms) < kConvergeMs ? HopStatus::kWait
+                                                                       : HopStatus::kFail;
   }
   if (r.hops > kDefaultHopLimit + 1) {
     *why = "the route is " + std::to_string(r.hops) + " cables long (at most " +

@@ -68,8 +68,11 @@ class Agent {
   // kWait: no route yet, or the agent bound its port less than kSettleMs ago (the graph may
   // still be converging: a route found then might miss an equal-cost path); kFail: the graph is
   // complete enough to say there is no path (*why names what is missing).
+  // `since_ms` (monotonic): when the connect began asking; a missing route is a failure only
+  // 6 s after both it and the agent's start (a peer whose agent started a moment ago
+  // is not in the graph yet).
   HopStatus first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
-                      std::string* why);
+                      std::string* why, int64_t since_ms = 0);
 
   // Relayed pairs carried now and bytes spliced so far (tests, the log).
   size_t pairs() const { return npairs_.load(); }

@@ -178,6 +178,31 @@ TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {
   }
   EXPECT_EQ(st, HopStatus::kFail) << why;
   EXPECT_NE(why.find("127.77.0.6"), std::string::npos) << why;
+  // A connect that has only just begun waits instead (its peer may have just started).
+  EXPECT_EQ(agents[0].first_hop(dest, 0, &hop, &why, monotonic_ms()), HopStatus::kWait);
+}
+
+TEST(RelayAgentElection, OneAgentPerHostTheOthersStandByAndTakeOver) {
+  // Not emulated: both bind 0.0.0.0 on the same port, as two plugin processes of one host do.
+  AgentConfig c = config_for(0, 2);
+  c.emulated = false;
+  c.port = static_cast<uint16_t>(test_port() + 1);
+  Agent first, second;
+  std::string why;
+  ASSERT_TRUE(first.start(c, &why)) << why;
+  if (!first.is_agent()) GTEST_SKIP() << "port " << c.port << " is taken on this machine";
+  ASSERT_TRUE(second.start(c, &why)) << why;
+  EXPECT_FALSE(second.is_agent());
+  // The standby hands relayed sockets to this host's agent.
+  FirstHop hop;
+  EXPECT_EQ(second.first_hop({{*parse_ipv4("127.77.0.6"), 30}}, 1, &hop, &why), HopStatus::kOk);
+  EXPECT_EQ(hop.peer_addr, c.interfaces[0].addr.addr);
+  EXPECT_EQ(hop.port, c.port);
+  // The agent goes; the standby binds within its retry period.
+  first.stop();
+  for (int i = 0; i < 30 && !second.is_agent(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(second.is_agent());
 }
 
 }  // namespace
