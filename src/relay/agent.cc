@@ -356,8 +356,7 @@ void Agent::loop() {
         case Target::Kind::kUp:
         case Target::Kind::kDown:
           if (!t->pending->dead)
-            on_pending(t->pending,
-                       evs[i].events | (t->kind == Target::Kind::kDown ? 0x80000000u : 0), now);
+            on_pending(t->pending, t->kind == Target::Kind::kDown, evs[i].events, now);
           break;
         case Target::Kind::kSplice:
           if (!t->box->dead) on_splice(t);
@@ -431,9 +430,8 @@ void Agent::finish_pending(Pending* p, ReplyCode code, const std::string& why) {
                  "relay request from " + p->from + ": " + why, monotonic_ms());
 }
 
-void Agent::on_pending(Pending* p, uint32_t events, int64_t now) {
-  const bool down = (events & 0x80000000u) != 0;
-  if (!down) {
+void Agent::on_pending(Pending* p, bool downstream, uint32_t events, int64_t now) {
+  if (!downstream) {
     if (p->have_request) {
       // The upstream closed or sent early while the onward connect is in progress.
       if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
@@ -456,6 +454,9 @@ void Agent::on_pending(Pending* p, uint32_t events, int64_t now) {
       return;
     }
     p->have_request = true;
+    // Bytes after the request wait in the socket until the splice starts: only a hang-up
+    // matters now (level-triggered EPOLLIN would spin while the onward connect is pending).
+    set_epoll(epoll_.get(), EPOLL_CTL_MOD, p->up.get(), EPOLLRDHUP, &p->up_t);
     route_request(p, now);
     return;
   }

@@ -86,7 +86,8 @@ class Agent {
   void send_beacons(int64_t now);
   void read_beacons(int fd, int64_t now);
   void accept_requests(int fd);
-  void on_pending(Pending* p, uint32_t events, int64_t now);
+  // An event on the upstream socket (reading the request) or the downstream one (connecting).
+  void on_pending(Pending* p, bool downstream, uint32_t events, int64_t now);
   void route_request(Pending* p, int64_t now);
   void finish_pending(Pending* p, ReplyCode code, const std::string& why);
   void start_splice(Pending* p);
