@@ -7,6 +7,8 @@
 //  - isend/irecv/test/iflush: NCCL's proxy progress thread.
 //  - our handshake service thread: sockets of connections being set up (handshake/service.h).
 //  - one StreamWorker thread per TCP data socket (transport/tcp/stream_worker.h).
+//  - the relay agent's thread (relay/agent.h): beacons and relayed sockets of this host; the
+//    handshake thread asks it for first hops (under the agent's own mutex, never mu_).
 // The registry mutex `mu_` is never taken on the isend/irecv/test path.
 #pragma once
 
