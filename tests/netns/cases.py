@@ -648,6 +648,19 @@ def ring4(F, build, prefix):
             F.check(min(one) >= 0.8 * max(one) and min(other) >= 0.8 * max(other),
                     f"{x}<->{y}: each route's two cables carry the same bytes (spliced, not lost)")
             check_mgmt_quiet(F, topo, d, payload, f"{x}<->{y}")
+        # Plugin processes on every host first: the bench ranks on a and c find the relay port
+        # taken, stand by, and hand their sockets to their host's agent (one more local hop).
+        with relay_holders(F, build, topo, ["a", "b", "c", "d"], "ring4-ac-standby"):
+            job, d = run_pair(F, build, topo, "a", "c", sizes="4M", env={"NCCL_DEBUG": "INFO"})
+        if job.ok():
+            payload = job.payload_bytes() or 0
+            routes = route_bytes(topo, d, ["a", "b", "c"]) + route_bytes(topo, d, ["a", "d", "c"])
+            standby = any("through this host's relay agent" in l
+                          for r in job.ranks for l in r.output().splitlines())
+            F.check(standby and sum(routes) >= 2 * ON_CABLE_MIN * payload,
+                    f"a<->c from standby processes (the hosts' agents are other processes): "
+                    f"routed through the local agent ({standby}), the route cables carried "
+                    f"{fmt_bytes(sum(routes))} >= 2 x 95% of {fmt_bytes(payload)}")
         job = BenchJob(build, topo, ["a", "c"], "ring4-ac-norelay", sizes="1M",
                        timeout=NOADJ_TIMEOUT, env={"NCCL_MESH_RELAY": "0"})
         expect_failure(F, job, "a<->c with NCCL_MESH_RELAY=0", NOADJ_TIMEOUT + 20,
