@@ -98,9 +98,15 @@ CTEST_ROWS = [
      "stay half open in a child", "n/a", "descriptors in the child (asserted 0)"),
     ("Peers without a cable between them (ring4 a-c, b-d; line5 non-neighbours)",
      r"^netns\.(ring4|line5)$",
-     "every rank exits non-zero, one reports the plugin's error naming 'no common subnet' and the "
-     "relay setting; nothing is sent on any cable",
-     "<= bench --timeout 15 s + 20 s asserted", "-"),
+     "relayed through the hosts between over TCP: every ordered pair moves verified data; with "
+     "NCCL_MESH_RELAY=0 both ranks exit non-zero naming 'no common subnet' and the setting",
+     "<= bench --timeout 15 s + 20 s asserted (relay off)", "-"),
+    ("Relay host killed / a cable of a relayed route cut mid-transfer (line5 a-b-c)",
+     r"^netns\.relay-fault-(kill|cut)$",
+     "both ends of the relayed pair fail with a plugin error; a direct pair on other cables "
+     "finishes verified",
+     "<= bench --timeout 15 s + 2 s asserted (kill ~0.3 s, cut ~5 s with a 5 s user timeout)",
+     "-"),
 ]
 
 FUZZ_ROW = ("Fuzzed parsers: handle, hello, wire header, settings (libFuzzer, ASan+UBSan)",

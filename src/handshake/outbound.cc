@@ -10,6 +10,7 @@
 
 #include "handshake/service.h"
 #include "handshake/service_state.h"
+#include "relay/request.h"
 #include "util/byte_order.h"
 #include "util/clock.h"
 #include "util/device_binding.h"
@@ -18,14 +19,52 @@
 namespace mesh::handshake {
 
 void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
-  const topology::Rail& rail = outgoing->req.rails[out->rail];
+  if (outgoing->finished) return;
+  const ConnectRequest& req = outgoing->req;
+  topology::Rail rail;
+  uint16_t port = req.port;
+  if (req.relay) {
+    // The relay agents' view of the cable graph decides where this stream goes first; with no
+    // route yet (beacons still converging) try again shortly, until the deadline.
+    RelayHop hop;
+    std::string why;
+    switch (req.relay(out->index, &hop, &why)) {
+      case RelayResolve::kFail:
+        fail_outgoing(outgoing, why);
+        return;
+      case RelayResolve::kWait:
+        out->last_error = why;
+        out->phase = OutgoingSocket::Phase::kBackoff;
+        out->retry_at_ms = monotonic_ms() + kRelayWaitMs;
+        return;
+      case RelayResolve::kOk:
+        break;
+    }
+    rail.local = hop.local;
+    rail.peer_addr = hop.peer_addr;
+    port = hop.port;
+    out->relay_route = hop.route;
+    out->relay_path = hop.path;
+    relay::RelayRequest rr;
+    rr.stream = out->index;
+    rr.port = req.port;
+    rr.origin = req.relay_origin;
+    rr.dest = req.relay_dest;
+    if (rr.dest.size() > relay::kMaxRequestAddrs) rr.dest.resize(relay::kMaxRequestAddrs);
+    out->relay_request.assign(relay::kRequestSize, 0);
+    relay::encode_request(rr, out->relay_request.data());
+    out->relay_sent = 0;
+    out->relay_got = 0;
+  } else {
+    rail = req.rails[out->rail];
+  }
   out->sock.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   out->fd = out->sock.get();
   out->sent = 0;
   out->got = 0;
   out->reply.assign(kReplySize, 0);
   sockaddr_in local = make_sockaddr(rail.local.addr, 0);
-  sockaddr_in peer = make_sockaddr(rail.peer_addr, outgoing->req.port);
+  sockaddr_in peer = make_sockaddr(rail.peer_addr, port);
   // Binding the source address puts the socket on the cable of that subnet; where two local
   // interfaces share that subnet (port halves), only binding the device picks the interface.
   if (out->sock.valid()) bind_to_rail_device(out->fd, rail.local.addr);
@@ -92,7 +131,60 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
       return;
     }
     if (!(events & EPOLLOUT)) return;
+    out->phase = outgoing->req.relay ? OutgoingSocket::Phase::kRelaySending
+                                     : OutgoingSocket::Phase::kSending;
+  }
+  if (out->phase == OutgoingSocket::Phase::kRelaySending) {
+    const ssize_t n =
+        send(out->fd, out->relay_request.data() + out->relay_sent,
+             out->relay_request.size() - out->relay_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      retry("sending the relay request (" + out->relay_route + "): " + errno_text(errno));
+      return;
+    }
+    if (n > 0) out->relay_sent += static_cast<size_t>(n);
+    if (out->relay_sent < out->relay_request.size()) return;
+    out->phase = OutgoingSocket::Phase::kRelayAwaiting;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<EpollTarget*>(out);
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, out->fd, &ev);
+    return;
+  }
+  if (out->phase == OutgoingSocket::Phase::kRelayAwaiting) {
+    // Exactly the 4-byte status: nothing else arrives before the hello is sent.
+    const ssize_t n = recv(out->fd, out->relay_reply + out->relay_got,
+                           sizeof(out->relay_reply) - out->relay_got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+      retry("the relay (" + out->relay_route + ") closed the socket without answering (" +
+            (n == 0 ? std::string("EOF") : errno_text(errno)) +
+            "); is a plugin process running on every host of the route?");
+      return;
+    }
+    out->relay_got += static_cast<size_t>(n);
+    if (out->relay_got < sizeof(out->relay_reply)) return;
+    relay::ReplyCode code;
+    if (!relay::decode_relay_reply(out->relay_reply, &code)) {
+      fail_outgoing(outgoing, "the relay port of " + out->relay_route +
+                                  " answered with bytes that are not an nccl-mesh relay reply "
+                                  "(is NCCL_MESH_RELAY_PORT the same on every host and free?)");
+      return;
+    }
+    if (code == relay::ReplyCode::kBusy) {
+      retry_busy();
+      return;
+    }
+    if (code != relay::ReplyCode::kOk) {
+      retry(std::string("a relay agent on the route ") + relay::relay_reply_text(code) +
+            " (first hop " + out->relay_route + "; see that host's log)");
+      return;
+    }
     out->phase = OutgoingSocket::Phase::kSending;
+    epoll_event ev{};
+    ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<EpollTarget*>(out);
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, out->fd, &ev);
   }
   if (out->phase == OutgoingSocket::Phase::kSending) {
     const ssize_t n = send(out->fd, out->hello.data() + out->sent, out->hello.size() - out->sent,
@@ -166,6 +258,16 @@ void Service::finish_outgoing_if_ready(OutgoingState* outgoing) {
     if (s->phase != OutgoingSocket::Phase::kDone) return;
   }
   ConnectedSockets& c = outgoing->shared->result;
+  if (outgoing->req.relay) {
+    std::string route = outgoing->sockets[0]->relay_path + "; first hops:";
+    for (const auto& s : outgoing->sockets) {
+      route +=
+          s->role == Role::kControl ? std::string(" control") : " data " + std::to_string(s->index);
+      route += " via ";
+      route += s->relay_route;
+    }
+    outgoing->shared->route = route;
+  }
   for (auto& s : outgoing->sockets) {
     s->fd = -1;
     if (s->role == Role::kControl) {

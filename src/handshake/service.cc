@@ -135,15 +135,24 @@ std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& re
   fill_random(&outgoing->conn_id, sizeof(outgoing->conn_id));
   outgoing->deadline_ms = monotonic_ms() + req.timeout_ms;
   const size_t nrails = req.rails.size();
-  outgoing->shared->description =
-      "peer " + format_ipv4(req.rails[0].peer_addr) + ":" + std::to_string(req.port) + " from " +
-      format_ipv4(req.rails[0].local.addr) +
-      (nrails > 1 ? " (+" + std::to_string(nrails - 1) + " rails)" : "");
+  if (req.relay) {
+    std::string dest;
+    for (const Ipv4Prefix& a : req.relay_dest) {
+      if (!dest.empty()) dest += '/';
+      dest += format_ipv4(a.addr);
+    }
+    outgoing->shared->description = "peer " + dest + ":" + std::to_string(req.port) + " (relayed)";
+  } else {
+    outgoing->shared->description =
+        "peer " + format_ipv4(req.rails[0].peer_addr) + ":" + std::to_string(req.port) + " from " +
+        format_ipv4(req.rails[0].local.addr) +
+        (nrails > 1 ? " (+" + std::to_string(nrails - 1) + " rails)" : "");
+  }
   for (uint16_t i = 0; i <= req.ndata; ++i) {
     auto out = std::make_unique<OutgoingSocket>();
     out->role = i == 0 ? Role::kControl : Role::kData;
     out->index = static_cast<uint16_t>(i == 0 ? 0 : i - 1);
-    out->rail = i == 0 ? 0 : out->index % nrails;
+    out->rail = i == 0 || nrails == 0 ? 0 : out->index % nrails;
     out->owner = outgoing.get();
     const bool ext = i == 0 && !req.extension.empty();
     Hello hello{out->role,         out->index,

@@ -61,7 +61,20 @@ struct OutgoingConnect {
   std::string error;        // set before status becomes kFailed
   ConnectedSockets result;  // filled before status becomes kDone
   std::string description;  // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
+  std::string route;        // relayed: each socket's first hop and route (set before kDone)
 };
+
+// A relayed connect (docs/relay.md): where each socket goes first. kWait: no route yet (the
+// cable graph may still be converging), retried until the deadline; kFail: fail the connect now.
+struct RelayHop {
+  Ipv4Prefix local;        // bind here
+  uint32_t peer_addr = 0;  // the first relay agent (or this host's agent)
+  uint16_t port = 0;       // its relay port
+  std::string route;       // the first hop, for messages
+  std::string path;        // the whole route, for the log
+};
+enum class RelayResolve { kOk, kWait, kFail };
+using RelayResolver = std::function<RelayResolve(uint16_t stream, RelayHop* hop, std::string* why)>;
 
 struct ConnectRequest {
   Nonce nonce{};
@@ -70,6 +83,11 @@ struct ConnectRequest {
   uint16_t ndata = 1;                 // 0 only with an extension
   std::vector<uint8_t> extension;     // sent after the control hello (empty: plain TCP)
   int64_t timeout_ms = 30000;
+  // Set for a peer without a common subnet: every socket reaches the peer's handshake port
+  // through relay agents (rails are then unused); relay_dest are the peer's addresses.
+  RelayResolver relay;
+  std::vector<Ipv4Prefix> relay_dest;
+  uint32_t relay_origin = 0;
 };
 
 class Service {

@@ -23,6 +23,8 @@ constexpr int64_t kRetryMaxMs = 500;
 // arrive together.
 constexpr int64_t kBusyRetryMinMs = 50;
 constexpr int64_t kBusyRetryMaxMs = 200;
+// A relayed connect with no route yet asks the relay agent again this often.
+constexpr int64_t kRelayWaitMs = 250;
 
 // Causes of the WARNs about other hosts' sockets, each rate-limited on its own (warn_limiter.h)
 // so that a flood of one kind does not hide the first event of another (a stale handle during
@@ -66,7 +68,17 @@ struct Service::IncomingSocket : EpollTarget {
 // One socket of a connect(): the control stream (index 0) or data stream `index`, with its own
 // phase, retry backoff and last error.
 struct Service::OutgoingSocket : EpollTarget {
-  enum class Phase { kBackoff, kConnecting, kSending, kAwaitingReply, kDone };
+  // Relayed sockets (req.relay) pass through kRelaySending/kRelayAwaiting (the relay request and
+  // the relay's status word) between kConnecting and kSending.
+  enum class Phase {
+    kBackoff,
+    kConnecting,
+    kRelaySending,
+    kRelayAwaiting,
+    kSending,
+    kAwaitingReply,
+    kDone
+  };
   UniqueFd sock;
   Role role = Role::kControl;
   uint16_t index = 0;
@@ -80,7 +92,13 @@ struct Service::OutgoingSocket : EpollTarget {
   int64_t retry_at_ms = 0;
   int64_t backoff_ms = kRetryMinMs;
   std::string last_error;
-  bool last_busy = false;  // the last try got a "busy" reply (last_error says so)
+  bool last_busy = false;              // the last try got a "busy" reply (last_error says so)
+  std::vector<uint8_t> relay_request;  // relayed: the request for this stream
+  size_t relay_sent = 0;
+  uint8_t relay_reply[4] = {};
+  size_t relay_got = 0;
+  std::string relay_route;  // the first hop of the last try
+  std::string relay_path;   // and the route it belongs to
   OutgoingState* owner = nullptr;
   OutgoingSocket() : EpollTarget(Type::kOutgoing) {}
 };

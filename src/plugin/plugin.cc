@@ -10,6 +10,7 @@
 #include "transport/connection_factory.h"
 #include "transport/tcp/io_pool.h"
 #include "transport/tcp/stream_plan.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/settings.h"
 
@@ -149,6 +150,7 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
     }
     MESH_INFO(NCCL_INIT | NCCL_NET, "handshake service on port %u of %s", service_.port(),
               describe_interfaces(selection_.used).c_str());
+    start_relay_agent();
   }
   if (legacy && legacy_ != nullptr) {
     *ctx = legacy_;
@@ -161,6 +163,28 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
   if (legacy) legacy_ = c;
   *ctx = c;
   return ncclSuccess;
+}
+
+void Plugin::start_relay_agent() {
+  const Settings& s = settings();
+  if (s.relay == 0 || relay_.running()) return;
+  relay::AgentConfig cfg;
+  cfg.port = static_cast<uint16_t>(s.relay_port);
+  cfg.interfaces = selection_.used;
+  cfg.emulated = !s.emulate.empty();
+  cfg.user_timeout_ms = s.tcp_user_timeout_ms;
+  cfg.connect_timeout_ms = std::min<int64_t>(s.connect_timeout_ms, 10000);
+  std::string why;
+  if (!relay::parse_route_pins(s.relay_via, &cfg.pins, &why)) {
+    MESH_WARN("NCCL_MESH_RELAY_VIA=%s ignored: %s", s.relay_via.c_str(), why.c_str());
+    cfg.pins.clear();
+  }
+  if (!relay_.start(cfg, &why)) {
+    MESH_WARN(
+        "relay agent not started: %s; peers without a common subnet cannot be reached from "
+        "this process",
+        why.c_str());
+  }
 }
 
 Context* Plugin::legacy_context() {
@@ -229,6 +253,7 @@ ncclResult_t Plugin::finalize(void* ctx) {
   delete c;
   if (contexts_.empty()) {
     service_.stop();  // the last communicator is gone: NCCL may dlclose us next
+    relay_.stop();
     rdma_.close_all();
     tcp::IoPool::stop_if_idle();  // every comm is closed, so no stream is attached
     MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
@@ -240,12 +265,14 @@ ncclResult_t Plugin::finalize(void* ctx) {
 // finalize), so at exit NCCL's proxy progress thread may still be inside isend/test on a comm.
 // Deleting comms, QPs or registrations here would be a use-after-free in that thread; the
 // kernel closes their sockets and verbs resources when the process ends. Only our own threads
-// stop: the handshake service (joined) and, when no stream is attached, the TCP I/O pool.
+// stop: the handshake service and the relay agent (joined) and, when no stream is attached, the
+// TCP I/O pool.
 void Plugin::stop_at_exit() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : pending_) service_.cancel_connect(p.second.attempt);
   pending_.clear();
   service_.stop();
+  relay_.stop();  // relayed sockets of other hosts' connections end with this process anyway
   tcp::IoPool::stop_if_idle();
 }
 
@@ -351,22 +378,16 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
   if (it == pending_.end()) {
     const auto rails = topology::choose_rails(selection_.used, h.addrs,
                                               devices_[static_cast<size_t>(dev)].members);
-    if (rails.empty()) {
-      MESH_WARN(
-          "connect: no common subnet with the peer (it advertises %s; local subnets: %s). "
-          "Check the cabling and addresses, or NCCL_MESH_IFNAME. Relaying through a "
-          "neighbour is not supported yet (planned setting NCCL_MESH_RELAY): with NCCL, order "
-          "ranks so ring neighbours share a cable",
-          describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str());
-      return ncclSystemError;
-    }
     handshake::ConnectRequest req;
     req.nonce = h.nonce;
     req.port = h.port;
     req.timeout_ms = settings().connect_timeout_ms;
     PendingConnect pc;
-    if (!plan_connect(rails, h, static_cast<size_t>(dev), c->traffic_class, &req, &pc))
+    if (rails.empty()) {
+      if (!plan_relayed_connect(h, static_cast<size_t>(dev), &req)) return ncclSystemError;
+    } else if (!plan_connect(rails, h, static_cast<size_t>(dev), c->traffic_class, &req, &pc)) {
       return ncclSystemError;
+    }
     pc.attempt = service_.start_connect(req);
     pending_[key] = std::move(pc);
     return ncclSuccess;
@@ -384,6 +405,10 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       break;
   }
   pending_.erase(it);
+  if (!attempt->route.empty()) {
+    MESH_INFO(NCCL_NET | NCCL_INIT, "connect to %s: relayed over TCP; %s",
+              attempt->description.c_str(), attempt->route.c_str());
+  }
   handshake::ConnectedSockets& sockets = attempt->result;
   if (pc.rdma) {
     if (!rdma_.connect_sender(*pc.rdma, sockets.peer_extension, c->traffic_class, &why)) {
@@ -438,6 +463,62 @@ bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handsh
   }
   req->rails = rails;
   req->ndata = tcp::plan_data_streams(tcp_.streams, rails.size());
+  return true;
+}
+
+bool Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
+                                  handshake::ConnectRequest* req) {
+  const Settings& s = settings();
+  if (s.relay == 0 || !relay_.running()) {
+    MESH_WARN(
+        "connect: no common subnet with the peer (it advertises %s; local subnets: %s) and "
+        "relaying is %s. Check the cabling and addresses or NCCL_MESH_IFNAME, or allow relaying "
+        "through neighbours (NCCL_MESH_RELAY=1, docs/relay.md)",
+        describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str(),
+        s.relay == 0 ? "off (NCCL_MESH_RELAY=0)" : "unavailable (the relay agent did not start)");
+    return false;
+  }
+  if (s.transport == TransportMode::kRdma) {
+    MESH_WARN(
+        "connect: no common subnet with the peer (it advertises %s; local subnets: %s): the "
+        "connection would be relayed through neighbours, but RDMA relay is not implemented and "
+        "NCCL_MESH_TRANSPORT=rdma forbids TCP; set NCCL_MESH_TRANSPORT=auto to relay over TCP, or "
+        "cable the two hosts directly",
+        describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str());
+    return false;
+  }
+  if (gpu_pointers(ptr_support_[dev])) {
+    MESH_WARN(
+        "connect: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the peer (%s) "
+        "shares no subnet with this host, so the connection would be relayed over TCP, which "
+        "cannot carry GPU buffers (RDMA relay is not implemented). Set NCCL_MESH_TRANSPORT=tcp "
+        "on every rank, or cable the two hosts directly",
+        devices_[dev].name.c_str(), describe_addrs(h.addrs).c_str());
+    return false;
+  }
+  MESH_INFO(NCCL_NET,
+            "connect: no common subnet with the peer (%s): relaying over TCP through "
+            "neighbours",
+            describe_addrs(h.addrs).c_str());
+  req->relay_dest = h.addrs;
+  req->relay_origin = relay_.host_id();
+  relay::Agent* agent = &relay_;
+  const std::vector<Ipv4Prefix> dest = h.addrs;
+  const int64_t since = monotonic_ms();
+  req->relay = [agent, dest, since](uint16_t stream, handshake::RelayHop* hop, std::string* why) {
+    relay::FirstHop first;
+    const relay::HopStatus st = agent->first_hop(dest, stream, &first, why, since);
+    if (st != relay::HopStatus::kOk)
+      return st == relay::HopStatus::kWait ? handshake::RelayResolve::kWait
+                                           : handshake::RelayResolve::kFail;
+    hop->local = first.local;
+    hop->peer_addr = first.peer_addr;
+    hop->port = first.port;
+    hop->route = first.route;
+    hop->path = first.path;
+    return handshake::RelayResolve::kOk;
+  };
+  req->ndata = tcp::plan_data_streams(tcp_.streams, 1);
   return true;
 }
 

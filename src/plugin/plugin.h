@@ -7,6 +7,8 @@
 //  - isend/irecv/test/iflush: NCCL's proxy progress thread.
 //  - our handshake service thread: sockets of connections being set up (handshake/service.h).
 //  - one StreamWorker thread per TCP data socket (transport/tcp/stream_worker.h).
+//  - the relay agent's thread (relay/agent.h): beacons and relayed sockets of this host; the
+//    handshake thread asks it for first hops (under the agent's own mutex, never mu_).
 // The registry mutex `mu_` is never taken on the isend/irecv/test path.
 #pragma once
 
@@ -22,6 +24,7 @@
 
 #include "handshake/service.h"
 #include "nccl/common.h"
+#include "relay/agent.h"
 #include "topology/selection.h"
 #include "transport/connection.h"
 #include "transport/rdma/endpoint.h"
@@ -107,6 +110,10 @@ class Plugin {
   bool plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
                     size_t dev, int traffic_class, handshake::ConnectRequest* req,
                     PendingConnect* pc);
+  // connect()'s first call for a peer without a common subnet: a TCP connection through relay
+  // agents (docs/relay.md), or false after a WARN (relay off, RDMA-only, GPU memory).
+  bool plan_relayed_connect(const handshake::Handle& h, size_t dev, handshake::ConnectRequest* req);
+  void start_relay_agent();  // caller holds mu_; after the handshake service started
   // Registers a connection built by make_connection with the context; the comm for NCCL.
   void* adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what);
   ncclResult_t register_region(void* comm, void* data, size_t size, int type, uint64_t offset,
@@ -122,6 +129,7 @@ class Plugin {
   rdma::RdmaTransport rdma_;
   tcp::TcpOptions tcp_;
   handshake::Service service_;
+  relay::Agent relay_;  // started with the service when NCCL_MESH_RELAY=1
   std::set<Context*> contexts_;
   Context* legacy_ = nullptr;
   std::map<ListenComm*, Context*> listens_;

@@ -88,6 +88,15 @@ struct SettingEnum<TunerMode> {
   X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 0, 0, 1099511627776,                  \
     "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "     \
     "(Tree/PAT, whose non-neighbour pairs have no cable until relay exists).")                   \
+  X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                  \
+    "1: a connection to a peer without a common subnet is relayed through neighbours over TCP "  \
+    "(shortest paths of the cable graph, found at run time; docs/relay.md); 0: it fails.")       \
+  X(int64_t, relay_port, "NCCL_MESH_RELAY_PORT", 18515, 1, 65535,                                \
+    "TCP and UDP port of the host's relay agent (beacons, relayed sockets); the same on every "  \
+    "host.")                                                                                     \
+  X(std::string, relay_via, "NCCL_MESH_RELAY_VIA", "", 0, 0,                                     \
+    "Pin relayed routes: <dest-address>/<prefix>=<neighbour-address>,... sends connections to "  \
+    "that subnet through that neighbour first (default: every equal-cost shortest path).")       \
   X(std::string, emulate, "NCCL_MESH_EMULATE", "", 0, 0,                                         \
     "Test and try-out: emulate this rank's place in a ring or line on one host, ring:N:R or "    \
     "line:N:R; the plugin then uses only loopback addresses 127.77.x.y/30, one per cable.")

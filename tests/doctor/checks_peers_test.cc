@@ -56,7 +56,7 @@ TEST(PeerCable, FailForPeerWithoutCable) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].verdict, Verdict::kFail);
   EXPECT_TRUE(contains(out[0].message, "no cable")) << out[0].message;
-  EXPECT_TRUE(contains(out[0].fix, "does not relay")) << out[0].fix;
+  EXPECT_TRUE(contains(out[0].fix, "relays through other hosts")) << out[0].fix;
 }
 
 TEST(PeerCable, FailNamesTheUnusedInterfaceThatWouldReachThePeer) {

@@ -61,6 +61,21 @@ class LayerCheckTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("service.cc:2", r.stderr)
 
+    def test_relay_sits_between_topology_and_handshake(self):
+        ok = self.tree({
+            "handshake/outbound.cc": '#include "relay/request.h"\n',
+            "relay/request.h": '#include "topology/interface.h"\n',
+            "topology/interface.h": "",
+        })
+        self.assertEqual(run(ok).returncode, 0)
+        bad = self.tree({
+            "relay/agent.cc": '#include "handshake/hello.h"\n',
+            "handshake/hello.h": "",
+        })
+        r = run(bad)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("higher layer 'handshake'", r.stderr)
+
     def test_sibling_transports_do_not_include_each_other(self):
         src = self.tree({
             "transport/tcp/a.cc": '#include "transport/rdma/b.h"\n',

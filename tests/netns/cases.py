@@ -8,6 +8,7 @@ traffic only flows between interfaces of those namespaces (198.18.0.0/15)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -34,6 +35,8 @@ FAULT_GRACE = 2          # seconds allowed beyond FAULT_TIMEOUT (process exit)
 FAULT_DURATION = 25      # --duration of the transfers that run through a fault
 FAULT_START_LIMIT = 60   # seconds for both transfers to get going (bench setup on a busy box)
 NOADJ_TIMEOUT = 15       # bench --timeout when no common subnet exists
+BEACON_BYTES_MAX = 64 * 1024  # relay beacons an idle interface sends and receives during one
+                              # pair run (~2 datagrams of ~100-300 B a second each way)
 # Reliability cases (issue 8; docs/reliability.md). Every fault prints one RELIABILITY row.
 ERROR_MARGIN = 3.0       # s allowed beyond the plugin's own timeout for an error to reach the
                          # caller and the process to close and exit (x3 ASan, x5 TSan)
@@ -55,7 +58,7 @@ CURRENT_CASE = ""
 # the multi-rank and multi-rail data paths. The others repeat those code paths with other
 # topologies (attribution) and would cost ~10 more minutes per lane.
 SANITIZER_CASES = ["triangle-bench3", "dual-link", "fault-setup", "fault-kill", "fault-cut-restore",
-                   "fault-stall", "fault-flood"]
+                   "fault-stall", "fault-flood", "ring4", "relay-fault-kill"]
 ROWS_FILE = ""           # BUILD/netns-logs/reliability.jsonl (set in main)
 LANE = "release"         # the build's sanitizer lane: release, asan or tsan
 RUN_ID = ""              # this run of the case: rows of older runs are superseded by it
@@ -473,7 +476,8 @@ def spark_triangle(F, build, prefix):
 def mixed(F, build, prefix):
     """/30, /31 and /24 (jumbo) cables next to decoy interfaces (the neighbouring /30 and /31,
     an address-less veth, a veth without carrier, a second address on a cable): every pair
-    uses exactly its cable, and the decoys carry nothing."""
+    uses exactly its cable, and the decoys carry no payload (only the relay agents' discovery
+    beacons, a small UDP datagram per interface every 0.5 s: docs/relay.md)."""
     if not require_build(F, build):
         return
     with topology("mixed", prefix) as topo:
@@ -486,47 +490,270 @@ def mixed(F, build, prefix):
                     continue
                 check_attribution(F, topo, job, d, x, y)
                 stubs = [(s.end.host, s.end.ifname) for s in topo.stubs]
-                F.check(all(iface_bytes(d, h, i) == 0 for h, i in stubs),
-                        f"{x}<->{y}: decoys {' '.join(f'{h}:{i}' for h, i in stubs)} "
-                        f"carried 0 bytes")
+                worst = max((iface_bytes(d, h, i) for h, i in stubs), default=0)
+                F.check(worst <= BEACON_BYTES_MAX,
+                        f"{x}<->{y}: decoys {' '.join(f'{h}:{i}' for h, i in stubs)} carried no "
+                        f"payload (at most {fmt_bytes(worst)} each: relay beacons; "
+                        f"<= {fmt_bytes(BEACON_BYTES_MAX)})")
 
 
-def adjacency_case(F, build, prefix, name):
-    if not require_build(F, build):
-        return
-    with topology(name, prefix) as topo:
-        hosts = topo.host_names()
-        for i, x in enumerate(hosts):
-            for y in hosts[i + 1:]:
-                if topo.adjacent(x, y):
-                    job, d = run_pair(F, build, topo, x, y, sizes="1M,8M")
-                    if job.ok():
-                        on = sum(cable_bytes(topo, d, c) for c in topo.cables_between(x, y))
-                        F.check(on >= 16 * MiB,
-                                f"{x}<->{y}: adjacent pair used its cable ({fmt_bytes(on)})")
-                else:
-                    before = snapshot(topo)
-                    job = BenchJob(build, topo, [x, y], f"{name}-{x}{y}-noadj", sizes="1M",
-                                   timeout=NOADJ_TIMEOUT)
-                    expect_failure(F, job, f"{x}<->{y} (not adjacent)", NOADJ_TIMEOUT + 20,
-                                   want_text=r"no common subnet.*relay|relay.*no common subnet")
-                    d = diff(before, snapshot(topo))
-                    cab = sum(v["tx"] for (h, i), v in d.items()
-                              if h in (x, y) and i != meshtopo.MGMT_IF)
-                    F.check(cab < 64 * KiB, f"{x}<->{y}: nothing sent on any cable "
-                                            f"({fmt_bytes(cab)})")
+HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "relay_holder.py")
+RELAY_SIZES = "1M,8M"      # the all-pairs runs of ring4 and line5
+RELAY_ROUTE_MIN = 0.2      # each way round the ring carries >= 20% of a relayed pair's bytes
+
+
+@contextlib.contextmanager
+def relay_holders(F, build, topo, hosts, label, env=None):
+    """A plugin process (relay_holder.py) in each of `hosts`, so those hosts relay while a bench
+    job runs elsewhere; stopped (stdin closed) on exit."""
+    procs = []
+    e = dict(os.environ)
+    e.update({"NCCL_MESH_IFNAME": "^mgmt", "NCCL_DEBUG": "INFO"})
+    e.update(env or {})
+    if build.sanitizer:
+        # python is not instrumented: its process must load the sanitizer runtime first, and
+        # python's own allocations are not the plugin's leaks.
+        ldd = subprocess.run(["ldd", build.plugin], capture_output=True, text=True).stdout
+        m = re.search(r"(\S*lib(?:asan|tsan)\.so\S*) => (\S+)", ldd)
+        cxx = re.search(r"libstdc\+\+\.so\S* => (\S+)", ldd)
+        if m:  # the C++ runtime too, so that the sanitizer intercepts its throw
+            e["LD_PRELOAD"] = m.group(2) + (" " + cxx.group(1) if cxx else "")
+        e["ASAN_OPTIONS"] = (e.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    os.makedirs(build.logdir, exist_ok=True)
+    try:
+        for h in hosts:
+            out = open(os.path.join(build.logdir, f"{label}.holder.{h}.log"), "w")
+            procs.append((h, out, subprocess.Popen(
+                ["ip", "netns", "exec", topo.ns(h), sys.executable, HOLDER, build.plugin],
+                env=e, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)))
+        deadline = time.monotonic() + 10 * build.time_scale
+        for h, out, p in procs:
+            path = out.name
+            while time.monotonic() < deadline and p.poll() is None:
+                with open(path, errors="replace") as f:
+                    if "ready" in f.read():
+                        break
+                time.sleep(0.1)
+        F.check(all(p.poll() is None for _, _, p in procs),
+                f"relay holders running in {', '.join(hosts)}")
+        yield procs
+    finally:
+        for h, out, p in procs:
+            with contextlib.suppress(Exception):
+                p.stdin.close()
+        for h, out, p in procs:
+            try:
+                p.wait(5 * build.time_scale)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            out.close()
+            with open(out.name, errors="replace") as f:
+                text = f.read()
+            report = re.search(r"(ThreadSanitizer|AddressSanitizer|LeakSanitizer|runtime error|"
+                               r"SEGV).*", text)
+            F.check(p.returncode in (0, -signal.SIGKILL) and report is None,
+                    f"relay holder in {h} exited cleanly (rc {p.returncode}"
+                    f"{', ' + report.group(0)[:120] if report else ''}; {out.name})")
+
+
+def all_pairs_run(F, build, topo, label, sizes=RELAY_SIZES):
+    """One bench rank per host, every ordered pair verified (relayed where not adjacent);
+    returns rank 0's rows."""
+    hosts = topo.host_names()
+    job = BenchJob(build, topo, hosts, label, sizes=sizes, env={"NCCL_DEBUG": "INFO"})
+    finished = job.wait(PAIR_TIMEOUT + 90)
+    F.check(finished and job.ok(), f"{len(hosts)}-rank pairs run (every ordered pair, relayed "
+                                   f"where no cable joins it) exits 0 with verified data "
+                                   f"(rc {[r.rc for r in job.ranks]})")
+    if not job.ok():
+        log(job.report())
+    rows = [row for row in ((job.ranks[0].result() or {}).get("rows", []))
+            if row.get("pattern") == "pairs"]
+    n = len(hosts)
+    want = {(i, j) for i in range(n) for j in range(n) if i != j}
+    got = {(row["src"], row["dst"]) for row in rows}
+    F.check(got == want, f"rows for all {len(want)} ordered pairs (missing: {sorted(want - got)})")
+    relayed = sum(1 for r in job.ranks for l in r.output().splitlines() if "relayed over TCP" in l)
+    want_relayed = sum(1 for i in range(n) for j in range(n)
+                       if i != j and not topo.adjacent(hosts[i], hosts[j]))
+    F.check(relayed >= want_relayed, f"the log names the route of each relayed connection "
+                                     f"({relayed} lines, >= {want_relayed} non-adjacent ordered "
+                                     f"pairs)")
+    return rows, job
+
+
+def relay_bandwidth(F, topo, rows, size):
+    """Relayed vs direct pairs of the same run at `size` bytes: prints RELAY-BW."""
+    hosts = topo.host_names()
+    direct, relayed = [], []
+    for row in rows:
+        if row["bytes"] != size or row.get("plugin_gbps") is None:
+            continue
+        adj = topo.adjacent(hosts[row["src"]], hosts[row["dst"]])
+        (direct if adj else relayed).append(row["plugin_gbps"])
+    if direct and relayed:
+        d, r = sum(direct) / len(direct), sum(relayed) / len(relayed)
+        log(f"RELAY-BW {topo.name} {fmt_bytes(size)}: direct {d:.2f} GB/s (mean of {len(direct)}), "
+            f"relayed {r:.2f} GB/s (mean of {len(relayed)}), ratio {r / d:.2f}")
+        return d, r
+    return None
+
+
+def relayed_pair(F, build, topo, x, y, relays, sizes=PAIR_SIZES):
+    """x -> y with plugin processes (holders) on `relays` only; returns (job, counter diff)."""
+    with relay_holders(F, build, topo, relays, f"{topo.name}-{x}{y}-relay"):
+        job, d = run_pair(F, build, topo, x, y, sizes=sizes, env={"NCCL_DEBUG": "INFO"})
+    return job, d
+
+
+def route_bytes(topo, d, path):
+    """Bytes on each cable along `path` (hosts), as a list."""
+    return [sum(cable_bytes(topo, d, c) for c in topo.cables_between(a, b))
+            for a, b in zip(path, path[1:])]
+
+
+def check_mgmt_quiet(F, topo, d, payload, what):
+    mg = sum(d.get((h, meshtopo.MGMT_IF), {"tx": 0})["tx"] for h in topo.host_names())
+    F.check(mg <= NOISE_MAX * payload, f"{what}: management network carried {fmt_bytes(mg)} "
+                                       f"(<= 1% of the payload)")
 
 
 @case
 def ring4(F, build, prefix):
-    """4-host ring: neighbours work; a-c and b-d fail with 'no common subnet' (relay hint)."""
-    adjacency_case(F, build, prefix, "ring4")
+    """4-host ring with relay: every ordered pair moves verified data (a-c and b-d through a
+    neighbour); a relayed pair's bytes cross both ways round the ring; NCCL_MESH_RELAY=0 restores
+    the 'no common subnet' error."""
+    if not require_build(F, build):
+        return
+    with topology("ring4", prefix) as topo:
+        rows, _ = all_pairs_run(F, build, topo, "ring4-all")
+        relay_bandwidth(F, topo, rows, 8 * MiB)
+        for x, y, left, right in (("a", "c", "b", "d"), ("b", "d", "c", "a")):
+            job, d = relayed_pair(F, build, topo, x, y, [left, right])
+            if not job.ok():
+                continue
+            payload = job.payload_bytes() or 0
+            one, other = route_bytes(topo, d, [x, left, y]), route_bytes(topo, d, [x, right, y])
+            log(f"  {x}->{y}: via {left}: {' + '.join(fmt_bytes(b) for b in one)}; via {right}: "
+                f"{' + '.join(fmt_bytes(b) for b in other)}; payload {fmt_bytes(payload)}")
+            total = sum(one) + sum(other)
+            F.check(payload >= 8 * MiB and total >= 2 * ON_CABLE_MIN * payload,
+                    f"{x}<->{y}: the four cables of the two routes carried {fmt_bytes(total)} "
+                    f">= 2 x 95% of the payload (each relayed byte crosses two cables)")
+            F.check(min(sum(one), sum(other)) >= RELAY_ROUTE_MIN * total,
+                    f"{x}<->{y}: both ways round the ring carry traffic (via {left} "
+                    f"{100 * sum(one) / max(total, 1):.0f}%, via {right} "
+                    f"{100 * sum(other) / max(total, 1):.0f}%; each >= {100 * RELAY_ROUTE_MIN:.0f}%)")
+            F.check(min(one) >= 0.8 * max(one) and min(other) >= 0.8 * max(other),
+                    f"{x}<->{y}: each route's two cables carry the same bytes (spliced, not lost)")
+            check_mgmt_quiet(F, topo, d, payload, f"{x}<->{y}")
+        # Plugin processes on every host first: the bench ranks on a and c find the relay port
+        # taken, stand by, and hand their sockets to their host's agent (one more local hop).
+        with relay_holders(F, build, topo, ["a", "b", "c", "d"], "ring4-ac-standby"):
+            job, d = run_pair(F, build, topo, "a", "c", sizes="4M", env={"NCCL_DEBUG": "INFO"})
+        if job.ok():
+            payload = job.payload_bytes() or 0
+            routes = route_bytes(topo, d, ["a", "b", "c"]) + route_bytes(topo, d, ["a", "d", "c"])
+            standby = any("through this host's relay agent" in l
+                          for r in job.ranks for l in r.output().splitlines())
+            F.check(standby and sum(routes) >= 2 * ON_CABLE_MIN * payload,
+                    f"a<->c from standby processes (the hosts' agents are other processes): "
+                    f"routed through the local agent ({standby}), the route cables carried "
+                    f"{fmt_bytes(sum(routes))} >= 2 x 95% of {fmt_bytes(payload)}")
+        job = BenchJob(build, topo, ["a", "c"], "ring4-ac-norelay", sizes="1M",
+                       timeout=NOADJ_TIMEOUT, env={"NCCL_MESH_RELAY": "0"})
+        expect_failure(F, job, "a<->c with NCCL_MESH_RELAY=0", NOADJ_TIMEOUT + 20,
+                       want_text=r"no common subnet.*NCCL_MESH_RELAY=0")
 
 
 @case
 def line5(F, build, prefix):
-    """5-host line: neighbours work; every other pair fails with 'no common subnet'."""
-    adjacency_case(F, build, prefix, "line5")
+    """5-host line with relay: every ordered pair moves verified data (up to 3 relays); a -> e
+    crosses all four cables."""
+    if not require_build(F, build):
+        return
+    with topology("line5", prefix) as topo:
+        rows, _ = all_pairs_run(F, build, topo, "line5-all")
+        relay_bandwidth(F, topo, rows, 8 * MiB)
+        job, d = relayed_pair(F, build, topo, "a", "e", ["b", "c", "d"])
+        if job.ok():
+            payload = job.payload_bytes() or 0
+            hops = route_bytes(topo, d, ["a", "b", "c", "d", "e"])
+            F.check(payload >= 8 * MiB and min(hops) >= ON_CABLE_MIN * payload,
+                    f"a<->e: every cable of a-b-c-d-e carried >= 95% of the payload "
+                    f"({', '.join(fmt_bytes(b) for b in hops)}; payload {fmt_bytes(payload)})")
+            check_mgmt_quiet(F, topo, d, payload, "a<->e")
+
+
+def relay_fault_case(F, build, prefix, fault: str):
+    """line5: a -> c relayed by b (a plugin process there) and d -> e direct stream at once; the
+    fault hits the relay; a-c must report it within the timeout, d-e must finish cleanly."""
+    if not require_build(F, build):
+        return
+    with topology("line5", prefix) as topo:
+        env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS": str(FAULT_USER_TIMEOUT_MS), "NCCL_DEBUG": "INFO"}
+        with relay_holders(F, build, topo, ["b"], f"fault-relay-{fault}", env=env) as holders:
+            victim = BenchJob(build, topo, ["a", "c"], f"fault-relay-{fault}-ac", sizes="8M",
+                              duration=FAULT_DURATION, timeout=FAULT_TIMEOUT, env=env)
+            other = BenchJob(build, topo, ["d", "e"], f"fault-relay-{fault}-de", sizes="8M",
+                             duration=FAULT_DURATION, timeout=FAULT_TIMEOUT, env=env)
+            t0 = time.monotonic()
+            flowing = wait_traffic(topo, [("b", "cc"), ("d", "ce")], 16 * MiB, FAULT_START_LIMIT,
+                                   while_running=[victim, other])
+            log(f"  traffic flowing through b (a->c) and on d-e after {time.monotonic() - t0:.1f}s")
+            if not F.check(flowing and victim.running() and other.running(),
+                           "both transfers are under way before the fault"):
+                victim.wait(1), other.wait(1)
+                log(victim.report())
+                log(other.report())
+                return
+            t_fault = time.monotonic()
+            if fault == "kill":
+                holders[0][2].kill()
+                what = "relay host b's plugin process SIGKILLed"
+            else:
+                subprocess.run(["ip", "-n", topo.ns("b"), "link", "set", "cc", "down"], check=True)
+                what = "cable b-c of the route a-b-c cut"
+            limit = (FAULT_TIMEOUT + FAULT_GRACE) * build.time_scale
+            deadline = t_fault + limit
+            while time.monotonic() < deadline and any(r.poll() is None for r in victim.ranks):
+                time.sleep(0.05)
+            for r in victim.ranks:
+                hung = r.poll() is None
+                if hung:
+                    r.kill()
+                    r.proc.wait()
+                    r.poll()
+                dt = (r.t_end or time.monotonic()) - t_fault
+                F.check(not hung and r.reported_error(),
+                        f"{what}: rank {r.rank} on {r.host} reported the error "
+                        f"{'(HUNG, killed)' if hung else f'rc={r.rc}'} after {dt:.2f}s "
+                        f"(limit {limit:.0f}s)")
+                log(f"  TIME-TO-ERROR relay-{fault} rank{r.rank}@{r.host}: {dt:.2f}s")
+                if r.error_lines():
+                    log(f"      {r.error_lines()[0][:200]}")
+            F.check(other.running(), "d-e was still streaming when a-c had failed (they overlapped)")
+            finished = other.wait(FAULT_DURATION + PAIR_TIMEOUT)
+            F.check(finished and other.ok(),
+                    f"d-e on its own cable kept working: rc {[r.rc for r in other.ranks]}"
+                    f"{'' if finished else ' (HUNG, killed)'}")
+            if not other.ok():
+                log(other.report())
+
+
+@case
+def relay_fault_kill(F, build, prefix):
+    """line5: the plugin process relaying a -> c (in b) is SIGKILLed mid-transfer: a and c get
+    errors within the timeout, d-e finishes."""
+    relay_fault_case(F, build, prefix, "kill")
+
+
+@case
+def relay_fault_cut(F, build, prefix):
+    """line5: cable b-c of the relayed route a-b-c is cut mid-transfer: a and c get errors within
+    the timeout, d-e finishes."""
+    relay_fault_case(F, build, prefix, "cut")
 
 
 def fault_case(F, build, prefix, fault: str):

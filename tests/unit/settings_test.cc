@@ -228,6 +228,9 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_TEST_HOST_AS_GPU",
                                       "NCCL_MESH_TUNER",
                                       "NCCL_MESH_TUNER_MIN_BYTES",
+                                      "NCCL_MESH_RELAY",
+                                      "NCCL_MESH_RELAY_PORT",
+                                      "NCCL_MESH_RELAY_VIA",
                                       "NCCL_MESH_EMULATE"};
   EXPECT_EQ(asked, want);
 }
@@ -325,6 +328,9 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_TEST_HOST_AS_GPU", "integer", "0", "0..1"},
       {"NCCL_MESH_TUNER", "enum", "auto", "auto, ring, off"},
       {"NCCL_MESH_TUNER_MIN_BYTES", "integer", "0", "0..1099511627776"},
+      {"NCCL_MESH_RELAY", "integer", "1", "0..1"},
+      {"NCCL_MESH_RELAY_PORT", "integer", "18515", "1..65535"},
+      {"NCCL_MESH_RELAY_VIA", "string", "", ""},
       {"NCCL_MESH_EMULATE", "string", "", ""},
   };
   const std::vector<SettingInfo> table = setting_table();
@@ -358,10 +364,13 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_IB_RETRY_CNT", &Settings::ib_retry_cnt},
       {"NCCL_MESH_TEST_HOST_AS_GPU", &Settings::test_host_as_gpu},
       {"NCCL_MESH_TUNER_MIN_BYTES", &Settings::tuner_min_bytes},
+      {"NCCL_MESH_RELAY", &Settings::relay},
+      {"NCCL_MESH_RELAY_PORT", &Settings::relay_port},
   };
   const std::map<std::string, std::string Settings::*> strings = {
       {"NCCL_MESH_IFNAME", &Settings::ifname},
       {"NCCL_MESH_EMULATE", &Settings::emulate},
+      {"NCCL_MESH_RELAY_VIA", &Settings::relay_via},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;

@@ -41,7 +41,9 @@ Findings check_peer_cables(const Inventory& inv, const Model& m,
                (unused.empty() ? std::string() : " (reachable through unused " + unused + ")"),
            unused.empty()
                ? "cable the two hosts and put both ends in one subnet (198.18.<n>.1/24 here, "
-                 "198.18.<n>.2/24 there); the plugin does not relay through other peers yet"
+                 "198.18.<n>.2/24 there); without one the plugin relays through other hosts "
+                 "over TCP (slower than a cable; needs a plugin process on every host between, "
+                 "see docs/relay.md)"
                : "bring that interface up and include it in NCCL_MESH_IFNAME"});
       continue;
     }

@@ -44,8 +44,8 @@ HostOrderHint ring_host_order(const std::vector<PeerRoute>& routes,
       break;
     case topology::RingOrder::kPath:
       hint.message = "launch ranks in this host order: " + list +
-                     "; the ring's closing hop (last -> first) has no cable and needs relay, "
-                     "which is not implemented yet";
+                     "; the ring's closing hop (last -> first) has no cable: the plugin relays it "
+                     "through the hosts between (TCP, slower than a cable; docs/relay.md)";
       break;
     case topology::RingOrder::kNone:
       hint.message =

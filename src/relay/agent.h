@@ -1,0 +1,125 @@
+// The host's relay agent (docs/relay.md). Every plugin process starts one; the process whose
+// agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on 0.0.0.0, without SO_REUSEPORT: one winner
+// per host or namespace) is the host's agent, the others stand by and retry the bind every
+// second, so a host relays while any plugin process lives on it. Under NCCL_MESH_EMULATE each
+// process binds its own emulated addresses instead (one emulated host per process).
+//
+// The agent's thread (epoll):
+//  - sends a beacon (relay/beacon.h) every kBeaconIntervalMs on each mesh interface and keeps the
+//    cable graph it learns (relay/link_state.h);
+//  - accepts relay requests (relay/request.h) on the relay port, connects onward (the next agent,
+//    or the destination's handshake port when it shares a subnet with it), and splices the two
+//    sockets (relay/splice.h), at most max_pairs pairs.
+// first_hop() (any thread) says where a connection of this process to a non-adjacent peer goes
+// first: the next hop of a shortest path when this process is the agent, else the host's agent.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "relay/link_state.h"
+#include "relay/request.h"
+#include "relay/routes.h"
+#include "topology/interface.h"
+#include "util/socket_util.h"
+
+namespace mesh::relay {
+
+struct AgentConfig {
+  uint16_t port = 18515;
+  std::vector<topology::Interface> interfaces;  // the plugin's selected mesh interfaces
+  bool emulated = false;                        // bind the interfaces' addresses, not 0.0.0.0
+  int64_t user_timeout_ms = 20000;              // TCP_USER_TIMEOUT on relayed sockets
+  int64_t connect_timeout_ms = 5000;            // onward connect of one relayed socket
+  size_t max_pairs = 512;                       // relayed socket pairs at once ("busy" beyond)
+  size_t buffer_bytes = 256 * 1024;             // per direction of each pair
+  std::vector<RoutePin> pins;                   // NCCL_MESH_RELAY_VIA
+};
+
+struct FirstHop {
+  Ipv4Prefix local;        // bind here
+  uint32_t peer_addr = 0;  // connect here, at the relay port
+  uint16_t port = 0;
+  std::string route;  // the first hop, "198.18.20.2", for messages
+  std::string path;   // "2 cables, 2 equal-cost first hops, e.g. through 198.18.20.2+..."
+};
+
+enum class HopStatus { kOk, kWait, kFail };
+
+class Agent {
+ public:
+  Agent();
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  bool start(const AgentConfig& config, std::string* why);
+  void stop();
+  bool running() const { return thread_.joinable(); }
+  bool is_agent() const { return bound_.load(); }
+  uint32_t host_id() const { return self_id_; }
+
+  // kWait: no route yet, or the agent bound its port less than kSettleMs ago (the graph may
+  // still be converging: a route found then might miss an equal-cost path); kFail: the graph is
+  // complete enough to say there is no path (*why names what is missing).
+  // `since_ms` (monotonic): when the connect began asking; a missing route is a failure only
+  // 6 s after both it and the agent's start (a peer whose agent started a moment ago
+  // is not in the graph yet).
+  HopStatus first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
+                      std::string* why, int64_t since_ms = 0);
+
+  // Relayed pairs carried now and bytes spliced so far (tests, the log).
+  size_t pairs() const { return npairs_.load(); }
+
+ private:
+  struct Target;
+  struct Pending;
+  struct Box;
+  void loop();
+  bool try_bind();
+  void send_beacons(int64_t now);
+  void read_beacons(int fd, int64_t now);
+  void accept_requests(int fd);
+  // An event on the upstream socket (reading the request) or the downstream one (connecting).
+  void on_pending(Pending* p, bool downstream, uint32_t events, int64_t now);
+  void route_request(Pending* p, int64_t now);
+  void finish_pending(Pending* p, ReplyCode code, const std::string& why);
+  void start_splice(Pending* p);
+  void on_splice(Target* t);
+  void update_splice(Target* t);
+  void close_splice(Target* t);
+  void expire(int64_t now);
+  void warn_limited(const std::string& key, const std::string& text, int64_t now);
+
+  AgentConfig config_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> bound_{false};
+  std::atomic<size_t> npairs_{0};
+  int64_t started_ms_ = 0;
+  std::atomic<int64_t> bound_ms_{0};  // read by first_hop() on other threads
+  uint32_t self_id_ = 0;
+  UniqueFd epoll_;
+  UniqueFd wake_;
+  std::vector<UniqueFd> listeners_;
+  std::vector<UniqueFd> udp_recv_;
+  std::vector<std::pair<UniqueFd, size_t>> udp_send_;  // socket, interface index
+  std::vector<std::unique_ptr<Target>> targets_;       // listeners, udp, wake
+  std::map<int, std::unique_ptr<Pending>> pending_;    // by upstream fd
+  std::map<Box*, std::unique_ptr<Box>> boxes_;         // relayed socket pairs
+  std::map<std::string, int64_t> warned_;
+  bool warned_truncated_ = false;
+  int64_t last_bind_try_ms_ = -1;
+  int64_t next_beacon_ms_ = 0;
+
+  mutable std::mutex mu_;  // guards state_
+  std::unique_ptr<LinkState> state_;
+};
+
+}  // namespace mesh::relay

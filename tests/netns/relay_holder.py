@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Keeps a host's relay agent alive for a namespace test: loads the plugin, calls its
+ncclNetPlugin_v11 init (which starts the handshake service and the relay agent), waits until
+stdin closes or SIGTERM arrives, then calls finalize (which stops both threads before the
+process's static destructors run). A relay host of a test pair runs no bench rank, so the agent
+that carries the pair's sockets lives in this process (docs/relay.md: a host relays while any
+plugin process runs on it).
+
+Usage: relay_holder.py PLUGIN.so   (prints "ready" once init returned 0)"""
+
+import ctypes
+import signal
+import sys
+
+
+class CommConfig(ctypes.Structure):
+    _fields_ = [("trafficClass", ctypes.c_int)]
+
+
+class NetV11(ctypes.Structure):
+    # The members up to finalize (src/nccl/net_v11.h); the ones not called are plain pointers.
+    _fields_ = ([("name", ctypes.c_char_p),
+                 ("init", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                                           ctypes.c_uint64, ctypes.POINTER(CommConfig),
+                                           ctypes.c_void_p, ctypes.c_void_p)),
+                 ("devices", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int)))]
+                + [(f"unused{i}", ctypes.c_void_p) for i in range(17)]
+                + [("finalize", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p))])
+
+
+def main() -> int:
+    lib = ctypes.CDLL(sys.argv[1])
+    net = NetV11.in_dll(lib, "ncclNetPlugin_v11")
+    ctx = ctypes.c_void_p()
+    config = CommConfig(-1)
+    rc = net.init(ctypes.byref(ctx), 0, ctypes.byref(config), None, None)
+    n = ctypes.c_int(0)
+    if rc != 0 or net.devices(ctypes.byref(n)) != 0:
+        print(f"init failed: rc {rc}", flush=True)
+        return 1
+    print(f"ready: {n.value} device(s)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        sys.stdin.read()
+    finally:
+        net.finalize(ctx)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

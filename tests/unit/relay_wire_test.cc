@@ -1,0 +1,265 @@
+// The relay agents' wire formats: beacons (relay/beacon.h) and the relay request and reply
+// (relay/request.h), including hostile input: every byte comes from the network.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "relay/beacon.h"
+#include "relay/request.h"
+#include "util/byte_order.h"
+
+namespace mesh::relay {
+namespace {
+
+Ipv4Prefix P(const char* a, uint8_t len) {
+  return Ipv4Prefix{*parse_ipv4(a), len};
+}
+
+HostEntry host(std::vector<Ipv4Prefix> addrs, std::vector<uint32_t> neighbours = {},
+               uint32_t seq = 7) {
+  HostEntry h;
+  h.addrs = std::move(addrs);
+  h.id = host_id_of(h.addrs);
+  h.seq = seq;
+  h.neighbours = std::move(neighbours);
+  return h;
+}
+
+Beacon sample() {
+  Beacon b;
+  b.hosts.push_back(host({P("198.18.20.1", 24), P("198.18.23.2", 24)}, {11, 12}));
+  b.hosts.push_back(host({P("198.18.21.2", 30), P("198.18.22.0", 31)}, {13}, 99));
+  return b;
+}
+
+// Recomputes the trailing checksum after a test edited the bytes (to reach the field checks).
+void reseal(std::vector<uint8_t>* v) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i + 4 < v->size(); ++i) {
+    h ^= (*v)[i];
+    h *= 16777619u;
+  }
+  put_u32(v->data() + v->size() - 4, h);
+}
+
+TEST(HostId, DependsOnTheAddressSetNotItsOrder) {
+  const auto a = host_id_of({P("10.0.0.1", 30), P("10.0.1.1", 30)});
+  EXPECT_EQ(a, host_id_of({P("10.0.1.1", 30), P("10.0.0.1", 30)}));
+  EXPECT_NE(a, host_id_of({P("10.0.0.1", 30)}));
+  EXPECT_NE(a, host_id_of({P("10.0.0.1", 24), P("10.0.1.1", 30)}));
+}
+
+TEST(Beacon, RoundTrips) {
+  std::vector<uint8_t> bytes;
+  std::string why;
+  ASSERT_TRUE(encode_beacon(sample(), &bytes, &why)) << why;
+  Beacon back;
+  ASSERT_TRUE(decode_beacon(bytes.data(), bytes.size(), &back, &why)) << why;
+  ASSERT_EQ(back.hosts.size(), 2u);
+  EXPECT_EQ(back.hosts[0], sample().hosts[0]);
+  EXPECT_EQ(back.hosts[1], sample().hosts[1]);
+}
+
+TEST(Beacon, EveryTruncationIsRejected) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(encode_beacon(sample(), &bytes, nullptr));
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    Beacon b;
+    std::string why;
+    EXPECT_FALSE(decode_beacon(bytes.data(), n, &b, &why)) << n;
+    EXPECT_FALSE(why.empty());
+  }
+}
+
+TEST(Beacon, EveryFlippedByteIsRejected) {
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(encode_beacon(sample(), &bytes, nullptr));
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto copy = bytes;
+    copy[i] ^= 0x40;
+    Beacon b;
+    std::string why;
+    EXPECT_FALSE(decode_beacon(copy.data(), copy.size(), &b, &why)) << "byte " << i;
+  }
+}
+
+TEST(Beacon, FieldChecksBehindAValidChecksum) {
+  std::vector<uint8_t> good;
+  ASSERT_TRUE(encode_beacon(sample(), &good, nullptr));
+  struct Edit {
+    size_t at;
+    uint8_t value;
+    const char* want;
+  };
+  // Offsets: header 12, entry 0 = id(4) seq(4) na(1) nn(1) at 12..21, addresses from 22.
+  for (const Edit& e : std::vector<Edit>{{4, 9, "version"},
+                                         {5, 0, "host count"},
+                                         {5, 200, "host count"},
+                                         {6, 1, "reserved"},
+                                         {20, 9, "addresses"},
+                                         {20, 0, "addresses"},
+                                         {21, 17, "neighbours"},
+                                         {26, 33, "invalid address"},
+                                         {26, 0, "invalid address"},
+                                         {12, 0x55, "id does not match"}}) {
+    auto v = good;
+    v[e.at] = e.value;
+    reseal(&v);
+    Beacon b;
+    std::string why;
+    EXPECT_FALSE(decode_beacon(v.data(), v.size(), &b, &why)) << e.at;
+    EXPECT_NE(why.find(e.want), std::string::npos) << e.at << ": " << why;
+  }
+}
+
+TEST(Beacon, WrongCountsAndRepeatedIdsAreRejected) {
+  Beacon twice = sample();
+  twice.hosts.push_back(twice.hosts[1]);
+  std::vector<uint8_t> v;
+  ASSERT_TRUE(encode_beacon(twice, &v, nullptr));
+  Beacon b;
+  std::string why;
+  EXPECT_FALSE(decode_beacon(v.data(), v.size(), &b, &why));
+  EXPECT_NE(why.find("repeated"), std::string::npos) << why;
+  // A count that claims one more host than the bytes hold.
+  ASSERT_TRUE(encode_beacon(sample(), &v, nullptr));
+  v[5] = 3;
+  reseal(&v);
+  EXPECT_FALSE(decode_beacon(v.data(), v.size(), &b, &why));
+  // Zero neighbour id.
+  Beacon zero = sample();
+  zero.hosts[1].neighbours = {0};
+  ASSERT_TRUE(encode_beacon(zero, &v, nullptr));
+  EXPECT_FALSE(decode_beacon(v.data(), v.size(), &b, &why));
+}
+
+TEST(Beacon, OversizeIsRejectedBothWays) {
+  Beacon big;
+  for (uint32_t i = 0; i < kMaxBeaconHosts + 1; ++i)
+    big.hosts.push_back(host({Ipv4Prefix{0x0a000001u + 4 * i, 30}}));
+  std::vector<uint8_t> v;
+  std::string why;
+  EXPECT_FALSE(encode_beacon(big, &v, &why));
+  std::vector<uint8_t> huge(kMaxBeaconSize + 1, 0);
+  Beacon b;
+  EXPECT_FALSE(decode_beacon(huge.data(), huge.size(), &b, &why));
+  EXPECT_NE(why.find("oversize"), std::string::npos);
+  // The largest legal beacon decodes.
+  Beacon full;
+  for (uint32_t i = 0; i < kMaxBeaconHosts; ++i) {
+    std::vector<Ipv4Prefix> a;
+    for (uint32_t k = 0; k < kMaxHostAddrs; ++k) a.push_back({0x0a000001u + 64 * i + 4 * k, 30});
+    std::vector<uint32_t> n(kMaxNeighbours);
+    for (uint32_t k = 0; k < kMaxNeighbours; ++k) n[k] = k + 1;
+    full.hosts.push_back(host(a, n));
+  }
+  ASSERT_TRUE(encode_beacon(full, &v, &why)) << why;
+  EXPECT_EQ(v.size(), kMaxBeaconSize);
+  EXPECT_TRUE(decode_beacon(v.data(), v.size(), &b, &why)) << why;
+}
+
+RelayRequest request() {
+  RelayRequest r;
+  r.hop_limit = 5;
+  r.stream = 3;
+  r.port = 40123;
+  r.origin = 0xabcdef01;
+  r.dest = {P("198.18.21.2", 30), P("198.18.22.0", 31)};
+  return r;
+}
+
+TEST(RelayRequest, RoundTrips) {
+  uint8_t b[kRequestSize];
+  encode_request(request(), b);
+  RelayRequest back;
+  std::string why;
+  ASSERT_TRUE(decode_request(b, &back, &why)) << why;
+  EXPECT_EQ(back.hop_limit, 5);
+  EXPECT_EQ(back.stream, 3);
+  EXPECT_EQ(back.port, 40123);
+  EXPECT_EQ(back.origin, 0xabcdef01u);
+  EXPECT_EQ(back.dest, request().dest);
+}
+
+TEST(RelayRequest, EveryFlippedByteIsRejected) {
+  uint8_t good[kRequestSize];
+  encode_request(request(), good);
+  for (size_t i = 0; i < kRequestSize; ++i) {
+    uint8_t b[kRequestSize];
+    std::memcpy(b, good, sizeof(b));
+    b[i] ^= 0x01;
+    RelayRequest r;
+    std::string why;
+    EXPECT_FALSE(decode_request(b, &r, &why)) << "byte " << i;
+  }
+}
+
+TEST(RelayRequest, FieldChecksBehindAValidChecksum) {
+  auto reseal_req = [](uint8_t* b) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < 60; ++i) {
+      h ^= b[i];
+      h *= 16777619u;
+    }
+    put_u32(b + 60, h);
+  };
+  struct Edit {
+    size_t at;
+    uint8_t value;
+    const char* want;
+  };
+  for (const Edit& e : std::vector<Edit>{{4, 2, "version"},
+                                         {8, 0, "port"},  // with [9] below: port 0
+                                         {10, 0, "address count"},
+                                         {10, 9, "address count"},
+                                         {11, 1, "reserved"},
+                                         {57, 1, "reserved"},
+                                         {40, 1, "padding"},
+                                         {20, 40, "invalid"},
+                                         {20, 0, "invalid"}}) {
+    uint8_t b[kRequestSize];
+    encode_request(request(), b);
+    b[e.at] = e.value;
+    if (e.at == 8) b[9] = 0;
+    reseal_req(b);
+    RelayRequest r;
+    std::string why;
+    EXPECT_FALSE(decode_request(b, &r, &why)) << e.at;
+    EXPECT_NE(why.find(e.want), std::string::npos) << e.at << ": " << why;
+  }
+}
+
+TEST(RelayRequest, AtMostEightAddressesAreEncoded) {
+  RelayRequest r = request();
+  r.dest.clear();
+  for (uint32_t i = 0; i < 12; ++i) r.dest.push_back({0x0a000001u + 4 * i, 30});
+  uint8_t b[kRequestSize];
+  encode_request(r, b);
+  RelayRequest back;
+  ASSERT_TRUE(decode_request(b, &back, nullptr));
+  EXPECT_EQ(back.dest.size(), kMaxRequestAddrs);
+}
+
+TEST(RelayReply, OnlyKnownCodesDecode) {
+  uint8_t b[kRelayReplySize];
+  for (auto c : {ReplyCode::kOk, ReplyCode::kNoRoute, ReplyCode::kHopLimit, ReplyCode::kBusy,
+                 ReplyCode::kMalformed, ReplyCode::kConnectFailed}) {
+    encode_relay_reply(c, b);
+    ReplyCode back;
+    ASSERT_TRUE(decode_relay_reply(b, &back));
+    EXPECT_EQ(back, c);
+    EXPECT_STRNE(relay_reply_text(c), "answered an unknown code");
+  }
+  for (int bad : {0, 7, 255}) {
+    encode_relay_reply(ReplyCode::kOk, b);
+    b[3] = static_cast<uint8_t>(bad);
+    ReplyCode back;
+    EXPECT_FALSE(decode_relay_reply(b, &back)) << int(bad);
+  }
+  const uint8_t hello_reply[4] = {'M', 'S', 'R', 1};  // the handshake's reply is not a relay reply
+  ReplyCode back;
+  EXPECT_FALSE(decode_relay_reply(hello_reply, &back));
+}
+
+}  // namespace
+}  // namespace mesh::relay
