@@ -262,7 +262,10 @@ rc=$?
 set -e
 [ $rc -eq 0 ] || { indent <"$work/doctor.txt"; fail "nccl-mesh-doctor exited $rc"; }
 ok "$sys_bin/nccl-mesh-doctor $v: exit 0, $(tail -n 1 "$work/doctor.txt")"
-"$sys_bin/nccl-mesh-doctor" --settings | grep -q NCCL_MESH_IFNAME || fail "doctor --settings"
+# Into a file first: `grep -q` stops reading at the first match, and under pipefail the
+# doctor's SIGPIPE on its next write would fail the pipeline once the table outgrows one buffer.
+"$sys_bin/nccl-mesh-doctor" --settings >"$work/settings.txt" || fail "doctor --settings exited $?"
+grep -q NCCL_MESH_IFNAME "$work/settings.txt" || fail "doctor --settings does not list NCCL_MESH_IFNAME"
 ok "nccl-mesh-doctor --settings lists the settings"
 bench_run "$sys_bin/nccl-mesh-bench" "$sys_lib/libnccl-net-mesh.so"
 for tool in nccl-mesh-bench nccl-mesh-doctor; do
