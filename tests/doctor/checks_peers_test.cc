@@ -49,14 +49,88 @@ TEST(PeerCable, OkForCabledPeers) {
   EXPECT_EQ(out[1].verdict, Verdict::kOk);
 }
 
-TEST(PeerCable, FailForPeerWithoutCable) {
+TEST(PeerCable, PeerWithoutCableIsRelayedUnlessProbesShowTheRoute) {
   Fixture f = triangle();
   f.routes = map_peers({{"D", {addr("198.18.9.9")}}}, f.inv, f.model);
   const Findings out = check_peer_cables(f.inv, f.model, f.routes);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].verdict, Verdict::kFail);
+  // Not probed: the cables between peers are unknown, so neither a route nor its absence.
+  EXPECT_EQ(out[0].verdict, Verdict::kWarn);
   EXPECT_TRUE(contains(out[0].message, "no cable")) << out[0].message;
-  EXPECT_TRUE(contains(out[0].fix, "relays through other hosts")) << out[0].fix;
+  EXPECT_TRUE(contains(out[0].message, "--probe")) << out[0].message;
+  EXPECT_TRUE(contains(out[0].fix, "plugin process on every host")) << out[0].fix;
+}
+
+TEST(PeerCable, RelayOffMakesAMissingCableAFailure) {
+  Fixture f = triangle();
+  f.inv.settings.relay = 0;
+  f.routes = map_peers({{"D", {addr("198.18.9.9")}}}, f.inv, f.model);
+  const Findings out = check_peer_cables(f.inv, f.model, f.routes);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].verdict, Verdict::kFail);
+  EXPECT_TRUE(contains(out[0].message, "NCCL_MESH_RELAY=0")) << out[0].message;
+}
+
+// A probe result whose peer reports these interfaces, all used by its plugin.
+CableProbe probe_reporting(const std::vector<std::pair<std::string, std::string>>& ifaces) {
+  CableProbe p;
+  p.ok = true;
+  p.info = PeerInfo{"peer", {}, std::nullopt};
+  for (const auto& [name, cidr] : ifaces)
+    p.info->interfaces.push_back({name, prefix(cidr), 9000, -1, true});
+  return p;
+}
+
+// Host A of a ring A-B-C-D-A: C has no cable to A; B and D (probed) each have one to C.
+TEST(PeerCable, RingShowsTheRelayedRouteAndItsTwoWays) {
+  Fixture f;
+  f.inv.interfaces = {iface("srab", "198.18.1.1/24"), iface("srad", "198.18.4.1/24")};
+  add_netdevs(f.inv);
+  f.model = build_model(f.inv);
+  f.routes = map_peers({{"B", {addr("198.18.1.2"), addr("198.18.2.2")}},
+                        {"C", {addr("198.18.2.3"), addr("198.18.3.3")}},
+                        {"D", {addr("198.18.3.4"), addr("198.18.4.4")}}},
+                       f.inv, f.model);
+  ASSERT_TRUE(f.routes[1].rails.empty());
+  f.routes[0].probes = {probe_reporting({{"srba", "198.18.1.2/24"}, {"srbc", "198.18.2.2/24"}})};
+  f.routes[2].probes = {probe_reporting({{"srdc", "198.18.3.4/24"}, {"srda", "198.18.4.4/24"}})};
+  const Findings out = check_peer_cables(f.inv, f.model, f.routes);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].verdict, Verdict::kOk);
+  EXPECT_EQ(out[1].verdict, Verdict::kWarn);
+  EXPECT_TRUE(contains(out[1].message, "relays over TCP via B") ||
+              contains(out[1].message, "relays over TCP via D"))
+      << out[1].message;
+  EXPECT_TRUE(contains(out[1].message, "2 cables, 2 equal-cost ways")) << out[1].message;
+  EXPECT_EQ(out[2].verdict, Verdict::kOk);
+}
+
+// Host A of a line A-B-C-D: D is three cables away, through B then C.
+TEST(PeerCable, LineShowsEveryRelayHostInOrder) {
+  Fixture f;
+  f.inv.interfaces = {iface("srab", "198.18.1.1/24")};
+  add_netdevs(f.inv);
+  f.model = build_model(f.inv);
+  f.routes = map_peers({{"B", {addr("198.18.1.2"), addr("198.18.2.2")}},
+                        {"C", {addr("198.18.2.3"), addr("198.18.3.3")}},
+                        {"D", {addr("198.18.3.4")}}},
+                       f.inv, f.model);
+  f.routes[0].probes = {probe_reporting({{"srba", "198.18.1.2/24"}, {"srbc", "198.18.2.2/24"}})};
+  // C has no cable to A, so it was not probed: the B-C cable is known from B, C-D is not.
+  Findings out = check_peer_cables(f.inv, f.model, f.routes);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[1].verdict, Verdict::kWarn);
+  EXPECT_TRUE(contains(out[1].message, "via B (2 cables)")) << out[1].message;
+  // D's only cable is to C, whose interfaces nobody reported: no route in what is known, but the
+  // doctor cannot tell a disconnected graph from one it does not see, so it warns and says why.
+  EXPECT_EQ(out[2].verdict, Verdict::kWarn);
+  EXPECT_TRUE(contains(out[2].message, "no route through the cables known here")) << out[2].message;
+  EXPECT_TRUE(contains(out[2].message, "disconnected")) << out[2].message;
+  // Were C's interfaces known (the doctor only probes its own cables), the route is complete.
+  f.routes[1].probes = {probe_reporting({{"srcb", "198.18.2.3/24"}, {"srcd", "198.18.3.3/24"}})};
+  out = check_peer_cables(f.inv, f.model, f.routes);
+  EXPECT_EQ(out[2].verdict, Verdict::kWarn);
+  EXPECT_TRUE(contains(out[2].message, "via B -> C (3 cables)")) << out[2].message;
 }
 
 TEST(PeerCable, FailNamesTheUnusedInterfaceThatWouldReachThePeer) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tools/doctor/checks.h"
+#include "tools/doctor/relay_plan.h"
 
 namespace mesh::doctor {
 namespace {
@@ -19,14 +20,60 @@ std::string rail_label(const Model& m, const topology::Rail& rail) {
          format_ipv4(rail.peer_addr);
 }
 
+constexpr const char* kCableFix =
+    "cable the two hosts and put both ends in one subnet (198.18.<n>.1/24 here, 198.18.<n>.2/24 "
+    "there) for full speed";
+
+// A peer without a cable: the plugin relays it through the hosts between (docs/relay.md) when
+// the cable graph connects them. The route is known only where the doctor knows the cables
+// between peers (after --probe); only NCCL_MESH_RELAY=0 makes it a failure.
+Finding no_cable_finding(const Inventory& inv, const PeerRoute& r, const RelayPlan& plan,
+                         bool probed) {
+  const char* id = "peer-cable";
+  if (inv.settings.relay == 0) {
+    return {id, Verdict::kFail, peer_label(r),
+            "no cable, and relaying is off (NCCL_MESH_RELAY=0): connections to this peer fail",
+            std::string(kCableFix) + ", or unset NCCL_MESH_RELAY to relay through other hosts"};
+  }
+  if (plan.found) {
+    std::string via;
+    for (const std::string& v : plan.via) via += (via.empty() ? "" : " -> ") + v;
+    return {
+        id, Verdict::kWarn, peer_label(r),
+        "no cable: the plugin relays over TCP via " + via + " (" +
+            std::to_string(plan.via.size() + 1) + " cables" +
+            (plan.equal_cost_first_hops > 1
+                 ? ", " + std::to_string(plan.equal_cost_first_hops) + " equal-cost ways, all used"
+                 : std::string()) +
+            ")",
+        std::string(kCableFix) +
+            "; relaying needs a plugin process on every host of the route (docs/relay.md)"};
+  }
+  // The doctor sees its own cables and, after --probe, its neighbours' interfaces: a route it
+  // cannot find may still exist through hosts further away, so this is no failure.
+  return {id, Verdict::kWarn, peer_label(r),
+          std::string("no cable: the plugin relays it through other hosts if the cable graph "
+                      "connects them; ") +
+              (probed ? "no route through the cables known here (this host's and its probed "
+                        "neighbours'): " +
+                            plan.why
+                      : "run with --probe to see the route (without it the cables between "
+                        "peers are unknown)"),
+          std::string(kCableFix) +
+              "; relaying needs a plugin process on every host of the route (docs/relay.md)"};
+}
+
 }  // namespace
 
 Findings check_peer_cables(const Inventory& inv, const Model& m,
                            const std::vector<PeerRoute>& routes) {
-  (void)inv;
   const char* id = "peer-cable";
+  const std::vector<RelayPlan> plans = plan_relays(m, routes);
+  const bool probed = std::any_of(routes.begin(), routes.end(),
+                                  [](const PeerRoute& r) { return !r.probes.empty(); });
   Findings out;
-  for (const PeerRoute& r : routes) {
+  for (size_t i = 0; i < routes.size(); ++i) {
+    const PeerRoute& r = routes[i];
     if (r.self) {
       out.push_back({id, Verdict::kOk, peer_label(r), "this host", ""});
       continue;
@@ -34,17 +81,15 @@ Findings check_peer_cables(const Inventory& inv, const Model& m,
     if (r.rails.empty()) {
       std::string unused;
       for (const std::string& u : r.unused_reach) unused += (unused.empty() ? "" : "; ") + u;
-      out.push_back(
-          {id, Verdict::kFail, peer_label(r),
-           "no cable: no interface the plugin uses is on a subnet containing the peer's "
-           "address" +
-               (unused.empty() ? std::string() : " (reachable through unused " + unused + ")"),
-           unused.empty()
-               ? "cable the two hosts and put both ends in one subnet (198.18.<n>.1/24 here, "
-                 "198.18.<n>.2/24 there); without one the plugin relays through other hosts "
-                 "over TCP (slower than a cable; needs a plugin process on every host between, "
-                 "see docs/relay.md)"
-               : "bring that interface up and include it in NCCL_MESH_IFNAME"});
+      if (!unused.empty()) {
+        out.push_back({id, Verdict::kFail, peer_label(r),
+                       "no cable: no interface the plugin uses is on a subnet containing the "
+                       "peer's address (reachable through unused " +
+                           unused + ")",
+                       "bring that interface up and include it in NCCL_MESH_IFNAME"});
+        continue;
+      }
+      out.push_back(no_cable_finding(inv, r, plans[i], probed));
       continue;
     }
     std::string rails;
