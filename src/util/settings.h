@@ -87,7 +87,7 @@ struct SettingEnum<TunerMode> {
     "1), ring does so always, off never touches NCCL's choice.")                                 \
   X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 0, 0, 1099511627776,                  \
     "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "     \
-    "(Tree/PAT, whose non-neighbour pairs have no cable until relay exists).")                   \
+    "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between).")             \
   X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                  \
     "1: a connection to a peer without a common subnet is relayed through neighbours over TCP "  \
     "(shortest paths of the cable graph, found at run time; docs/relay.md); 0: it fails.")       \
