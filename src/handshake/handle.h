@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "util/fnv1a.h"  // the handle checksum (and hello.h's)
 #include "util/ipv4.h"
 
 namespace mesh::handshake {
@@ -48,8 +49,5 @@ bool encode_handle(const Handle& handle, uint8_t* out, std::string* why);
 // Validates magic, version, address count, port, reserved bytes, zero padding, prefix lengths,
 // address sanity and the checksum. On failure returns false and sets *why.
 bool decode_handle(const uint8_t* in, size_t len, Handle* out, std::string* why);
-
-// FNV-1a 32-bit, used for the handle checksum.
-uint32_t fnv1a(const uint8_t* data, size_t len, uint32_t seed = 2166136261u);
 
 }  // namespace mesh::handshake

@@ -2,25 +2,13 @@
 
 #include <cstring>
 
+#include "relay/fail.h"
 #include "util/byte_order.h"
+#include "util/fnv1a.h"
 
 namespace mesh::relay {
 
 namespace {
-
-uint32_t fnv1a(const uint8_t* data, size_t len) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < len; ++i) {
-    h ^= data[i];
-    h *= 16777619u;
-  }
-  return h;
-}
-
-bool fail(std::string* why, const std::string& text) {
-  if (why != nullptr) *why = text;
-  return false;
-}
 
 constexpr size_t kAddrsAt = 16;
 constexpr size_t kReservedAt = 56;

@@ -5,14 +5,11 @@
 #include <map>
 #include <sstream>
 
+#include "relay/fail.h"
+
 namespace mesh::relay {
 
 namespace {
-
-bool fail(std::string* why, const std::string& text) {
-  if (why != nullptr) *why = text;
-  return false;
-}
 
 bool lists(const HostEntry& a, uint32_t b) {
   return std::find(a.neighbours.begin(), a.neighbours.end(), b) != a.neighbours.end();
