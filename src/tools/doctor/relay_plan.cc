@@ -67,8 +67,7 @@ std::vector<RelayPlan> plan_relays(const Model& model, const std::vector<PeerRou
   for (size_t i = 0; i < routes.size(); ++i) {
     const PeerRoute& r = routes[i];
     RelayPlan& plan = out[i];
-    plan.needed = !r.self && r.rails.empty();
-    if (!plan.needed) continue;
+    if (r.self || !r.rails.empty()) continue;  // this host, or a cable: nothing to relay
     std::vector<Ipv4Prefix> dest;
     for (uint32_t a : r.peer.addrs) dest.push_back(Ipv4Prefix{a, 32});
     relay::Route route;

@@ -14,14 +14,13 @@
 namespace mesh::doctor {
 
 struct RelayPlan {
-  bool needed = false;               // the peer has no cable to this host (and is not this host)
   bool found = false;                // a route exists in the known graph
   std::vector<std::string> via;      // the relay hosts of one shortest route, in order (names)
   size_t equal_cost_first_hops = 0;  // how many neighbours start a shortest route
   std::string why;                   // when not found: what is missing (from find_route)
 };
 
-// One entry per route, in the same order.
+// One entry per route, in the same order; filled only for peers without a cable to this host.
 std::vector<RelayPlan> plan_relays(const Model& model, const std::vector<PeerRoute>& routes);
 
 }  // namespace mesh::doctor
