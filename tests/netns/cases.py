@@ -698,15 +698,8 @@ def relay_fault_case(F, build, prefix, fault: str):
                               duration=FAULT_DURATION, timeout=FAULT_TIMEOUT, env=env)
             other = BenchJob(build, topo, ["d", "e"], f"fault-relay-{fault}-de", sizes="8M",
                              duration=FAULT_DURATION, timeout=FAULT_TIMEOUT, env=env)
-            t0 = time.monotonic()
-            flowing = wait_traffic(topo, [("b", "cc"), ("d", "ce")], 16 * MiB, FAULT_START_LIMIT,
-                                   while_running=[victim, other])
-            log(f"  traffic flowing through b (a->c) and on d-e after {time.monotonic() - t0:.1f}s")
-            if not F.check(flowing and victim.running() and other.running(),
-                           "both transfers are under way before the fault"):
-                victim.wait(1), other.wait(1)
-                log(victim.report())
-                log(other.report())
+            if not start_stream(F, build, topo, [victim, other], [("b", "cc"), ("d", "ce")],
+                                "a->c through b and d-e, before the fault"):
                 return
             t_fault = time.monotonic()
             if fault == "kill":
