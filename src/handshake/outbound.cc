@@ -49,6 +49,7 @@ void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
     rr.stream = out->index;
     rr.port = req.port;
     rr.origin = req.relay_origin;
+    rr.rdma = hop.rdma;
     rr.dest = req.relay_dest;
     if (rr.dest.size() > relay::kMaxRequestAddrs) rr.dest.resize(relay::kMaxRequestAddrs);
     out->relay_request.assign(relay::kRequestSize, 0);

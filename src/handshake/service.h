@@ -72,6 +72,7 @@ struct RelayHop {
   uint16_t port = 0;       // its relay port
   std::string route;       // the first hop, for messages
   std::string path;        // the whole route, for the log
+  bool rdma = false;       // ask the relay to forward the connection's RDMA writes itself
 };
 enum class RelayResolve { kOk, kWait, kFail };
 using RelayResolver = std::function<RelayResolve(uint16_t stream, RelayHop* hop, std::string* why)>;

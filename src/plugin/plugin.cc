@@ -8,6 +8,7 @@
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
 #include "transport/connection_factory.h"
+#include "transport/rdma/relay_send_connection.h"
 #include "transport/tcp/io_pool.h"
 #include "transport/tcp/stream_plan.h"
 #include "util/clock.h"
@@ -175,6 +176,14 @@ void Plugin::start_relay_agent() {
   cfg.user_timeout_ms = s.tcp_user_timeout_ms;
   cfg.connect_timeout_ms = std::min<int64_t>(s.connect_timeout_ms, 10000);
   std::string why;
+  if (rdma_.any_usable()) {
+    rdma::ForwarderOptions fo;
+    fo.slots = static_cast<uint32_t>(s.relay_rdma_slots);
+    fo.slot_bytes = static_cast<uint32_t>(s.relay_rdma_slot_bytes / 4096 * 4096);
+    forwarder_.configure(fo);
+    rdma::RelayForwarder* fw = &forwarder_;
+    cfg.rdma_forward = [fw](relay::RdmaHandoff& h, std::string* w) { return fw->adopt(h, w); };
+  }
   if (!relay::parse_route_pins(s.relay_via, &cfg.pins, &why)) {
     MESH_WARN("NCCL_MESH_RELAY_VIA=%s ignored: %s", s.relay_via.c_str(), why.c_str());
     cfg.pins.clear();
@@ -197,6 +206,7 @@ bool Plugin::valid_context(void* ctx) {
 }
 
 void Plugin::close_context_objects(Context* ctx) {
+  std::erase_if(relay_waits_, [ctx](const auto& w) { return w.first.first == ctx; });
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->first.first == ctx) {
       service_.cancel_connect(it->second.attempt);
@@ -254,6 +264,7 @@ ncclResult_t Plugin::finalize(void* ctx) {
   if (contexts_.empty()) {
     service_.stop();  // the last communicator is gone: NCCL may dlclose us next
     relay_.stop();
+    forwarder_.stop();  // before the devices close: it holds QPs and registrations
     rdma_.close_all();
     tcp::IoPool::stop_if_idle();  // every comm is closed, so no stream is attached
     MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
@@ -273,6 +284,7 @@ void Plugin::stop_at_exit() {
   pending_.clear();
   service_.stop();
   relay_.stop();  // relayed sockets of other hosts' connections end with this process anyway
+  forwarder_.stop();  // its forwards are its own (no NCCL thread touches them): closed
   tcp::IoPool::stop_if_idle();
 }
 
@@ -384,7 +396,12 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     req.timeout_ms = settings().connect_timeout_ms;
     PendingConnect pc;
     if (rails.empty()) {
-      if (!plan_relayed_connect(h, static_cast<size_t>(dev), &req)) return ncclSystemError;
+      const int64_t since = relay_waits_.emplace(key, monotonic_ms()).first->second;
+      const RelayPlan plan =
+          plan_relayed_connect(h, static_cast<size_t>(dev), c->traffic_class, since, &req, &pc);
+      if (plan == RelayPlan::kWait) return ncclSuccess;  // no comm yet: NCCL calls again
+      relay_waits_.erase(key);
+      if (plan == RelayPlan::kFail) return ncclSystemError;
     } else if (!plan_connect(rails, h, static_cast<size_t>(dev), c->traffic_class, &req, &pc)) {
       return ncclSystemError;
     }
@@ -406,10 +423,25 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
   }
   pending_.erase(it);
   if (!attempt->route.empty()) {
-    MESH_INFO(NCCL_NET | NCCL_INIT, "connect to %s: relayed over TCP; %s",
-              attempt->description.c_str(), attempt->route.c_str());
+    MESH_INFO(NCCL_NET | NCCL_INIT, "connect to %s: relayed over %s; %s",
+              attempt->description.c_str(), pc.relay_rdma ? "RDMA" : "TCP",
+              attempt->route.c_str());
   }
   handshake::ConnectedSockets& sockets = attempt->result;
+  if (pc.relay_rdma) {
+    rdma::SetupMessage relay_setup;
+    if (!rdma_.connect_relay_sender(*pc.rdma, sockets.peer_extension, c->traffic_class,
+                                    &relay_setup, &why)) {
+      MESH_WARN("connect to %s: RDMA relay setup failed: %s", attempt->description.c_str(),
+                why.c_str());
+      return ncclSystemError;
+    }
+    auto conn = std::make_unique<rdma::RelaySendConnection>(
+        pc.rdma, relay_setup, std::move(sockets.control), std::move(sockets.local),
+        std::move(sockets.peer), attempt->route);
+    *send_comm = adopt(std::move(conn), c, "connected");
+    return ncclSuccess;
+  }
   if (pc.rdma) {
     if (!rdma_.connect_sender(*pc.rdma, sockets.peer_extension, c->traffic_class, &why)) {
       MESH_WARN("connect to %s: RDMA setup failed: %s", attempt->description.c_str(), why.c_str());
@@ -466,8 +498,10 @@ bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handsh
   return true;
 }
 
-bool Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
-                                  handshake::ConnectRequest* req) {
+Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
+                                               int traffic_class, int64_t since_ms,
+                                               handshake::ConnectRequest* req,
+                                               PendingConnect* pc) {
   const Settings& s = settings();
   if (s.relay == 0 || !relay_.running()) {
     MESH_WARN(
@@ -476,38 +510,91 @@ bool Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
         "through neighbours (NCCL_MESH_RELAY=1, docs/relay.md)",
         describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str(),
         s.relay == 0 ? "off (NCCL_MESH_RELAY=0)" : "unavailable (the relay agent did not start)");
-    return false;
+    return RelayPlan::kFail;
   }
-  if (s.transport == TransportMode::kRdma) {
-    MESH_WARN(
-        "connect: no common subnet with the peer (it advertises %s; local subnets: %s): the "
-        "connection would be relayed through neighbours, but RDMA relay is not implemented and "
-        "NCCL_MESH_TRANSPORT=rdma forbids TCP; set NCCL_MESH_TRANSPORT=auto to relay over TCP, or "
-        "cable the two hosts directly",
-        describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str());
-    return false;
-  }
-  if (gpu_pointers(ptr_support_[dev])) {
-    MESH_WARN(
-        "connect: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the peer (%s) "
-        "shares no subnet with this host, so the connection would be relayed over TCP, which "
-        "cannot carry GPU buffers (RDMA relay is not implemented). Set NCCL_MESH_TRANSPORT=tcp "
-        "on every rank, or cable the two hosts directly",
-        devices_[dev].name.c_str(), describe_addrs(h.addrs).c_str());
-    return false;
+  req->relay_dest = h.addrs;
+  req->relay_origin = relay_.host_id();
+  const bool gpu = gpu_pointers(ptr_support_[dev]);
+  // RDMA relay: required for GPU memory and NCCL_MESH_TRANSPORT=rdma; under auto, tried when
+  // every address the peer advertises has RDMA (its cable to the relay host is one of them).
+  const uint32_t all_peer = h.addrs.size() >= 32 ? ~0u : (1u << h.addrs.size()) - 1;
+  const bool need_rdma = gpu || s.transport == TransportMode::kRdma;
+  const bool try_rdma = need_rdma || (s.transport == TransportMode::kAuto && rdma_.any_usable() &&
+                                      (h.rdma_mask & all_peer) == all_peer);
+  if (try_rdma) {
+    relay::FirstHop first;
+    std::string why;
+    switch (relay_.first_hop(h.addrs, 0, &first, &why, since_ms)) {
+      case relay::HopStatus::kWait:
+        return RelayPlan::kWait;
+      case relay::HopStatus::kFail:
+        MESH_WARN("connect: no route to the peer (%s) through neighbours: %s",
+                  describe_addrs(h.addrs).c_str(), why.c_str());
+        return RelayPlan::kFail;
+      case relay::HopStatus::kOk:
+        break;
+    }
+    std::string no_rdma;
+    if (first.via_local_agent) {
+      no_rdma =
+          "this process is not its host's relay agent (another plugin process is), and the "
+          "route, which RDMA needs to pick its cable, is known to the agent only";
+    } else if (first.cables != 2) {
+      no_rdma = "the route is " + std::to_string(first.cables) +
+                " cables long and RDMA relay crosses one relay host";
+    } else if (!rdma_.usable_address(first.local.addr)) {
+      no_rdma = "the cable to the relay host (local " + format_ipv4(first.local.addr) +
+                ") has no usable RDMA port";
+    } else {
+      pc->rdma = rdma_.open_relay_sender(first.local.addr, first.peer_addr, traffic_class,
+                                         &req->extension, &why);
+      if (pc->rdma) {
+        pc->relay_rdma = true;
+        req->ndata = 0;
+        handshake::RelayHop hop;
+        hop.local = first.local;
+        hop.peer_addr = first.peer_addr;
+        hop.port = first.port;
+        hop.route = first.route;
+        hop.path = first.path;
+        hop.rdma = true;
+        // The QPs are on the cable to this relay host: every attempt goes there.
+        req->relay = [hop](uint16_t, handshake::RelayHop* out, std::string*) {
+          *out = hop;
+          return handshake::RelayResolve::kOk;
+        };
+        MESH_INFO(NCCL_NET,
+                  "connect: no common subnet with the peer (%s): relaying over RDMA through %s "
+                  "(%s)",
+                  describe_addrs(h.addrs).c_str(), first.route.c_str(), first.path.c_str());
+        return RelayPlan::kOk;
+      }
+      no_rdma = "RDMA setup towards the relay host failed: " + why;
+    }
+    if (need_rdma) {
+      MESH_WARN(
+          "connect: the peer (%s) shares no subnet with this host and RDMA relay is impossible: "
+          "%s. %s",
+          describe_addrs(h.addrs).c_str(), no_rdma.c_str(),
+          gpu ? "TCP relay cannot carry GPU buffers: set NCCL_MESH_TRANSPORT=tcp on every rank, "
+                "or cable the hosts directly"
+              : "NCCL_MESH_TRANSPORT=rdma forbids TCP relay: set NCCL_MESH_TRANSPORT=auto, or "
+                "cable the hosts directly");
+      return RelayPlan::kFail;
+    }
+    MESH_INFO(NCCL_NET, "connect: peer %s: RDMA relay impossible (%s); relaying over TCP",
+              describe_addrs(h.addrs).c_str(), no_rdma.c_str());
   }
   MESH_INFO(NCCL_NET,
             "connect: no common subnet with the peer (%s): relaying over TCP through "
             "neighbours",
             describe_addrs(h.addrs).c_str());
-  req->relay_dest = h.addrs;
-  req->relay_origin = relay_.host_id();
   relay::Agent* agent = &relay_;
   const std::vector<Ipv4Prefix> dest = h.addrs;
-  const int64_t since = monotonic_ms();
-  req->relay = [agent, dest, since](uint16_t stream, handshake::RelayHop* hop, std::string* why) {
+  req->relay = [agent, dest, since_ms](uint16_t stream, handshake::RelayHop* hop,
+                                       std::string* why) {
     relay::FirstHop first;
-    const relay::HopStatus st = agent->first_hop(dest, stream, &first, why, since);
+    const relay::HopStatus st = agent->first_hop(dest, stream, &first, why, since_ms);
     if (st != relay::HopStatus::kOk)
       return st == relay::HopStatus::kWait ? handshake::RelayResolve::kWait
                                            : handshake::RelayResolve::kFail;
@@ -519,7 +606,7 @@ bool Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
     return handshake::RelayResolve::kOk;
   };
   req->ndata = tcp::plan_data_streams(tcp_.streams, 1);
-  return true;
+  return RelayPlan::kOk;
 }
 
 void* Plugin::adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what) {

@@ -29,6 +29,7 @@
 #include "transport/connection.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/relay_forwarder.h"
 #include "transport/tcp/tcp_connection.h"
 
 namespace mesh {
@@ -110,9 +111,14 @@ class Plugin {
   bool plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
                     size_t dev, int traffic_class, handshake::ConnectRequest* req,
                     PendingConnect* pc);
-  // connect()'s first call for a peer without a common subnet: a TCP connection through relay
-  // agents (docs/relay.md), or false after a WARN (relay off, RDMA-only, GPU memory).
-  bool plan_relayed_connect(const handshake::Handle& h, size_t dev, handshake::ConnectRequest* req);
+  // connect() for a peer without a common subnet (docs/relay.md): RDMA through one relay host
+  // where the route and both cables allow it (always tried for GPU memory and
+  // NCCL_MESH_TRANSPORT=rdma), else TCP through relay agents. kWait: the route is not known yet
+  // (connect() returns no comm; NCCL calls again); kFail after a WARN.
+  enum class RelayPlan { kOk, kWait, kFail };
+  RelayPlan plan_relayed_connect(const handshake::Handle& h, size_t dev, int traffic_class,
+                                 int64_t since_ms, handshake::ConnectRequest* req,
+                                 PendingConnect* pc);
   void start_relay_agent();  // caller holds mu_; after the handshake service started
   // Registers a connection built by make_connection with the context; the comm for NCCL.
   void* adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what);
@@ -130,6 +136,7 @@ class Plugin {
   tcp::TcpOptions tcp_;
   handshake::Service service_;
   relay::Agent relay_;  // started with the service when NCCL_MESH_RELAY=1
+  rdma::RelayForwarder forwarder_{rdma_};  // the relay agent's RDMA half (docs/relay.md)
   std::set<Context*> contexts_;
   Context* legacy_ = nullptr;
   std::map<ListenComm*, Context*> listens_;
@@ -139,8 +146,11 @@ class Plugin {
   struct PendingConnect {
     std::shared_ptr<handshake::OutgoingConnect> attempt;
     std::shared_ptr<rdma::Endpoint> rdma;  // set when the connection will use RDMA
+    bool relay_rdma = false;               // rdma goes to a relay host (relay_send_connection.h)
   };
   std::map<std::pair<Context*, handshake::Nonce>, PendingConnect> pending_;
+  // Relayed connects still waiting for a route (RelayPlan::kWait): since when.
+  std::map<std::pair<Context*, handshake::Nonce>, int64_t> relay_waits_;
   bool warned_addr_overflow_ = false;
 
   std::mutex mr_mu_;  // registrations: regMr runs on the service thread during traffic

@@ -288,6 +288,7 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     out->port = config_.port;
     out->route = format_ipv4(out->peer_addr);
     out->path = "through this host's relay agent (another plugin process)";
+    out->via_local_agent = true;
     return HopStatus::kOk;
   }
   const int64_t bound_ms = bound_ms_.load();  // set before bound_ became true
@@ -321,6 +322,7 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     path += (path.empty() ? "" : " -> ") + describe_host(*by_id[r.path[i]]);
   }
   out->route = format_ipv4(hop.peer_addr);
+  out->cables = r.hops;
   out->path = std::to_string(r.hops) + " cables, " + std::to_string(r.next.size()) +
               " equal-cost first hop(s); one shortest path relays through " + path;
   return HopStatus::kOk;
@@ -487,6 +489,18 @@ void Agent::route_request(Pending* p, int64_t now) {
   if (peer != 0) {
     p->last_hop = true;
     port = req.port;
+    if (req.rdma && !config_.rdma_forward) {
+      finish_pending(p, ReplyCode::kNoRdmaRelay,
+                     "RDMA relay asked, but this host has no usable RDMA port on the mesh "
+                     "interfaces of its relay agent");
+      return;
+    }
+  } else if (req.rdma) {
+    // The forwarder writes to the destination itself: it must share a cable with it.
+    finish_pending(p, ReplyCode::kNoRdmaRelay,
+                   "RDMA relay asked for a destination this host has no cable to (RDMA relay "
+                   "crosses one relay host)");
+    return;
   } else {
     if (req.hop_limit == 0) {
       finish_pending(p, ReplyCode::kHopLimit, "hop limit reached before the destination");
@@ -527,7 +541,40 @@ void Agent::route_request(Pending* p, int64_t now) {
   set_epoll(epoll_.get(), EPOLL_CTL_ADD, p->down.get(), EPOLLOUT, &p->down_t);
 }
 
+void Agent::hand_to_rdma(Pending* p) {
+  RdmaHandoff h;
+  sockaddr_in la{};
+  socklen_t len = sizeof(la);
+  getsockname(p->down.get(), reinterpret_cast<sockaddr*>(&la), &len);
+  sockaddr_in pa{};
+  len = sizeof(pa);
+  getpeername(p->down.get(), reinterpret_cast<sockaddr*>(&pa), &len);
+  h.down_local = ntohl(la.sin_addr.s_addr);
+  h.down_peer = ntohl(pa.sin_addr.s_addr);
+  h.what = p->from + " -> " + p->to;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->up.get(), nullptr);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->down.get(), nullptr);
+  set_tcp_options(p->up.get(), config_.user_timeout_ms);
+  set_tcp_options(p->down.get(), config_.user_timeout_ms);
+  h.up = std::move(p->up);
+  h.down = std::move(p->down);
+  std::string why;
+  if (!config_.rdma_forward(h, &why)) {
+    p->up = std::move(h.up);
+    p->down = std::move(h.down);
+    finish_pending(p, ReplyCode::kBusy, "cannot forward over RDMA: " + why);
+    return;
+  }
+  p->dead = true;
+  MESH_INFO(NCCL_NET, "relay: forwarding %s over RDMA (origin host %08x)", h.what.c_str(),
+            p->req.origin);
+}
+
 void Agent::start_splice(Pending* p) {
+  if (p->req.rdma) {
+    hand_to_rdma(p);
+    return;
+  }
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->up.get(), nullptr);
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->down.get(), nullptr);
   set_tcp_options(p->up.get(), config_.user_timeout_ms);

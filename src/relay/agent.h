@@ -9,7 +9,8 @@
 //    cable graph it learns (relay/link_state.h);
 //  - accepts relay requests (relay/request.h) on the relay port, connects onward (the next agent,
 //    or the destination's handshake port when it shares a subnet with it), and splices the two
-//    sockets (relay/splice.h), at most max_pairs pairs.
+//    sockets (relay/splice.h), at most max_pairs pairs; a request with the RDMA flag, once
+//    connected to the destination, goes to the RDMA forwarder instead (config.rdma_forward).
 // first_hop() (any thread) says where a connection of this process to a non-adjacent peer goes
 // first: the next hop of a shortest path when this process is the agent, else the host's agent.
 #pragma once
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "relay/link_state.h"
+#include "relay/rdma_handoff.h"
 #include "relay/request.h"
 #include "relay/routes.h"
 #include "topology/interface.h"
@@ -40,10 +42,16 @@ struct AgentConfig {
   size_t max_pairs = 512;                       // relayed socket pairs at once ("busy" beyond)
   size_t buffer_bytes = 256 * 1024;             // per direction of each pair
   std::vector<RoutePin> pins;                   // NCCL_MESH_RELAY_VIA
+  // RDMA relay: takes the sockets of a request with the RDMA flag once the agent, next to the
+  // destination, has connected to it. Unset (no usable RDMA here): such requests are answered
+  // kNoRdmaRelay.
+  RdmaForwardHook rdma_forward;
 };
 
 struct FirstHop {
   Ipv4Prefix local;        // bind here
+  bool via_local_agent = false;  // this process is not the agent: the host's agent is the hop
+  size_t cables = 0;             // cables of the route (0 when via_local_agent: unknown here)
   uint32_t peer_addr = 0;  // connect here, at the relay port
   uint16_t port = 0;
   std::string route;  // the first hop, "198.18.20.2", for messages
@@ -91,6 +99,7 @@ class Agent {
   void route_request(Pending* p, int64_t now);
   void finish_pending(Pending* p, ReplyCode code, const std::string& why);
   void start_splice(Pending* p);
+  void hand_to_rdma(Pending* p);
   void on_splice(Target* t);
   void update_splice(Target* t);
   void close_splice(Target* t);

@@ -25,6 +25,7 @@ void encode_request(const RelayRequest& req, uint8_t* out) {
   put_u16(out + 8, req.port);
   const size_t n = req.dest.size() < kMaxRequestAddrs ? req.dest.size() : kMaxRequestAddrs;
   out[10] = static_cast<uint8_t>(n);
+  out[11] = req.rdma ? kRequestFlagRdma : 0;
   put_u32(out + 12, req.origin);
   for (size_t i = 0; i < n; ++i) {
     put_u32(out + kAddrsAt + 5 * i, req.dest[i].addr);
@@ -47,7 +48,9 @@ bool decode_request(const uint8_t* in, RelayRequest* out, std::string* why) {
   r.origin = get_u32(in + 12);
   if (r.port == 0) return fail(why, "destination port 0");
   if (n == 0 || n > kMaxRequestAddrs) return fail(why, "address count " + std::to_string(n));
-  if (in[11] != 0 || get_u32(in + kReservedAt) != 0) return fail(why, "reserved bytes not zero");
+  if ((in[11] & ~kRequestFlagRdma) != 0 || get_u32(in + kReservedAt) != 0)
+    return fail(why, "reserved bytes not zero");
+  r.rdma = (in[11] & kRequestFlagRdma) != 0;
   for (size_t i = kAddrsAt + 5 * n; i < kReservedAt; ++i) {
     if (in[i] != 0) return fail(why, "padding not zero");
   }
@@ -71,7 +74,7 @@ void encode_relay_reply(ReplyCode code, uint8_t* out) {
 bool decode_relay_reply(const uint8_t* in, ReplyCode* out) {
   if (in[0] != 'M' || in[1] != 'R' || in[2] != 'P') return false;
   if (in[3] < static_cast<uint8_t>(ReplyCode::kOk) ||
-      in[3] > static_cast<uint8_t>(ReplyCode::kConnectFailed))
+      in[3] > static_cast<uint8_t>(ReplyCode::kNoRdmaRelay))
     return false;
   *out = static_cast<ReplyCode>(in[3]);
   return true;
@@ -91,6 +94,9 @@ const char* relay_reply_text(ReplyCode code) {
       return "refused the relay request as malformed";
     case ReplyCode::kConnectFailed:
       return "could not connect onward (next relay or the destination's handshake port)";
+    case ReplyCode::kNoRdmaRelay:
+      return "cannot forward RDMA to the destination (it is not next to it, or it has no "
+             "usable RDMA port on both cables: run nccl-mesh-doctor there)";
   }
   return "answered an unknown code";
 }

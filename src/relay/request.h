@@ -6,7 +6,9 @@
 //   [0] u32 magic 'MSHR'   [4] u8 version   [5] u8 hop limit (relay agents still allowed)
 //   [6] u16 stream index (picks among equal-cost next hops)
 //   [8] u16 destination handshake port (non-zero)   [10] u8 address count A (1..kMaxRequestAddrs)
-//   [11] u8 reserved (0)   [12] u32 origin host id (for the relay's log lines)
+//   [11] u8 flags: bit 0 = RDMA (the relay next to the destination forwards the connection's
+//        RDMA writes itself: transport/rdma/wire.h 5.); other bits 0
+//   [12] u32 origin host id (for the relay's log lines)
 //   [16] A x {u32 address, u8 prefix}, zero padding to byte 56
 //   [56] u32 reserved (0)  [60] u32 FNV-1a checksum of bytes [0,60)
 // Reply: 4 bytes 'M','R','P',code (ReplyCode). Only the agent that connects to the destination's
@@ -29,12 +31,14 @@ inline constexpr uint32_t kRequestMagic = 0x4D534852;  // "MSHR"
 inline constexpr uint8_t kRequestVersion = 1;
 inline constexpr size_t kMaxRequestAddrs = 8;
 inline constexpr uint8_t kDefaultHopLimit = 8;
+inline constexpr uint8_t kRequestFlagRdma = 0x01;
 
 struct RelayRequest {
   uint8_t hop_limit = kDefaultHopLimit;
   uint16_t stream = 0;
   uint16_t port = 0;
   uint32_t origin = 0;
+  bool rdma = false;             // the connection's data goes over RDMA through this relay
   std::vector<Ipv4Prefix> dest;  // the destination's addresses (from its handle), 1..8
 };
 
@@ -45,6 +49,8 @@ enum class ReplyCode : uint8_t {
   kBusy = 4,           // the agent carries its maximum of relayed sockets
   kMalformed = 5,      // the request failed validation
   kConnectFailed = 6,  // the onward connect (next agent or destination) failed
+  kNoRdmaRelay = 7,    // RDMA asked, but this agent is not next to the destination or cannot
+                       // forward RDMA (no usable RDMA port on both cables)
 };
 
 void encode_request(const RelayRequest& req, uint8_t* out);

@@ -89,8 +89,15 @@ struct SettingEnum<TunerMode> {
     "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "     \
     "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between).")             \
   X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                  \
-    "1: a connection to a peer without a common subnet is relayed through neighbours over TCP "  \
-    "(shortest paths of the cable graph, found at run time; docs/relay.md); 0: it fails.")       \
+    "1: a connection to a peer without a common subnet is relayed through neighbours (shortest " \
+    "paths of the cable graph, found at run time; RDMA through one relay host where both cables " \
+    "have RDMA, else TCP; docs/relay.md); 0: it fails.")                                         \
+  X(int64_t, relay_rdma_slots, "NCCL_MESH_RELAY_RDMA_SLOTS", 8, 1, 64,                           \
+    "RDMA relay: staging slots per relayed connection on the relay host (chunks in flight "      \
+    "between the two cables; memory per connection = slots x slot bytes).")                      \
+  X(int64_t, relay_rdma_slot_bytes, "NCCL_MESH_RELAY_RDMA_SLOT_BYTES", 524288, 4096, 16777216,  \
+    "RDMA relay: bytes per staging slot (a multiple of 4096): the chunk size a relayed "         \
+    "connection's messages are cut into.")                                                      \
   X(int64_t, relay_port, "NCCL_MESH_RELAY_PORT", 18515, 1, 65535,                                \
     "TCP and UDP port of the host's relay agent (beacons, relayed sockets); the same on every "  \
     "host.")                                                                                     \

@@ -111,10 +111,15 @@ TEST(RdmaSetup, RejectsEveryMalformedField) {
     b[5] = n;
     expect_rejected(b, "QPs");
   }
-  {  // flags: only bit 0 (traffic class present) is defined
+  for (uint8_t flag : {uint8_t{4}, uint8_t{0x80}}) {  // flags: bits 0 and 1 are defined
     auto b = good;
-    b[6] = 2;
+    b[6] = flag;
     expect_rejected(b, "reserved");
+  }
+  {  // the relay flag without its trailer
+    auto b = good;
+    b[6] = kSetupFlagRelay;
+    expect_rejected(b, "length");
   }
   {  // a traffic class byte without its flag
     auto b = good;
@@ -149,6 +154,61 @@ TEST(RdmaSetup, RejectsEveryMalformedField) {
     b[16 + 27] = 1;
     expect_rejected(b, "reserved");
   }
+}
+
+TEST(RdmaSetup, RelayTrailerRoundTripsForBothSides) {
+  SetupMessage connector = sample(2);
+  connector.relay = true;  // K = S = 0: the connector's side
+  SetupMessage relay = sample(2);
+  relay.relay = true;
+  relay.relay_slots = 8;
+  relay.relay_slot_bytes = 512 * 1024;
+  for (const SetupMessage& m : {connector, relay}) {
+    const auto bytes = encode_setup(m);
+    ASSERT_EQ(bytes.size(), kSetupHeaderSize + 2 * kQpEntrySize + kRelayTrailerSize);
+    ASSERT_LE(bytes.size(), kMaxSetupSize);
+    SetupMessage out;
+    std::string why;
+    ASSERT_TRUE(decode_setup(bytes.data(), bytes.size(), &out, &why)) << why;
+    EXPECT_TRUE(out.relay);
+    EXPECT_EQ(out.relay_slots, m.relay_slots);
+    EXPECT_EQ(out.relay_slot_bytes, m.relay_slot_bytes);
+    EXPECT_EQ(out.ring_addr, m.ring_addr);
+  }
+  SetupMessage plain;
+  const auto b = encode_setup(sample(1));
+  ASSERT_TRUE(decode_setup(b.data(), b.size(), &plain, nullptr));
+  EXPECT_FALSE(plain.relay);
+}
+
+TEST(RdmaSetup, RelayTrailerOutOfRangeIsRejected) {
+  struct Case {
+    uint32_t slots, bytes;
+  };
+  for (const Case& c : std::vector<Case>{{0, 4096},
+                                         {1, 0},
+                                         {kMaxRelaySlots + 1, 4096},
+                                         {8, 4095},
+                                         {8, 4096 + 128},
+                                         {8, kMaxRelaySlotBytes + 4096},
+                                         {0xFFFFFFFFu, 0xFFFFFFFFu}}) {
+    SetupMessage m = sample(2);
+    m.relay = true;
+    m.relay_slots = c.slots;
+    m.relay_slot_bytes = c.bytes;
+    expect_rejected(encode_setup(m), "relay trailer");
+  }
+  SetupMessage m = sample(2);
+  m.relay = true;
+  m.ring_addr = 0;
+  expect_rejected(encode_setup(m), "credit word");
+}
+
+TEST(RdmaSetup, ChunkImmediateKeepsLengthAndLastFlagApart) {
+  EXPECT_EQ(chunk_imm(0, true), kChunkLastFlag);
+  EXPECT_EQ(chunk_imm(4096, false), 4096u);
+  EXPECT_EQ(chunk_imm(kMaxRelaySlotBytes, true), kMaxRelaySlotBytes | kChunkLastFlag);
+  EXPECT_EQ(chunk_imm(kMaxRelaySlotBytes, true) & ~kChunkLastFlag, kMaxRelaySlotBytes);
 }
 
 TEST(RdmaSetup, RandomBytesNeverCrashAndRarelyPass) {

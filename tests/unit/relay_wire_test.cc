@@ -212,7 +212,8 @@ TEST(RelayRequest, FieldChecksBehindAValidChecksum) {
                                          {8, 0, "port"},  // with [9] below: port 0
                                          {10, 0, "address count"},
                                          {10, 9, "address count"},
-                                         {11, 1, "reserved"},
+                                         {11, 2, "reserved"},
+                                         {11, 0x81, "reserved"},
                                          {57, 1, "reserved"},
                                          {40, 1, "padding"},
                                          {20, 40, "invalid"},
@@ -226,6 +227,20 @@ TEST(RelayRequest, FieldChecksBehindAValidChecksum) {
     std::string why;
     EXPECT_FALSE(decode_request(b, &r, &why)) << e.at;
     EXPECT_NE(why.find(e.want), std::string::npos) << e.at << ": " << why;
+  }
+}
+
+TEST(RelayRequest, RdmaFlagRoundTrips) {
+  for (bool rdma : {false, true}) {
+    RelayRequest r = request();
+    r.rdma = rdma;
+    uint8_t b[kRequestSize];
+    encode_request(r, b);
+    EXPECT_EQ(b[11], rdma ? kRequestFlagRdma : 0);
+    RelayRequest back;
+    std::string why;
+    ASSERT_TRUE(decode_request(b, &back, &why)) << why;
+    EXPECT_EQ(back.rdma, rdma);
   }
 }
 
@@ -243,14 +258,14 @@ TEST(RelayRequest, AtMostEightAddressesAreEncoded) {
 TEST(RelayReply, OnlyKnownCodesDecode) {
   uint8_t b[kRelayReplySize];
   for (auto c : {ReplyCode::kOk, ReplyCode::kNoRoute, ReplyCode::kHopLimit, ReplyCode::kBusy,
-                 ReplyCode::kMalformed, ReplyCode::kConnectFailed}) {
+                 ReplyCode::kMalformed, ReplyCode::kConnectFailed, ReplyCode::kNoRdmaRelay}) {
     encode_relay_reply(c, b);
     ReplyCode back;
     ASSERT_TRUE(decode_relay_reply(b, &back));
     EXPECT_EQ(back, c);
     EXPECT_STRNE(relay_reply_text(c), "answered an unknown code");
   }
-  for (int bad : {0, 7, 255}) {
+  for (int bad : {0, 8, 255}) {
     encode_relay_reply(ReplyCode::kOk, b);
     b[3] = static_cast<uint8_t>(bad);
     ReplyCode back;

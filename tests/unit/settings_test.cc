@@ -230,6 +230,8 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_TUNER_MIN_BYTES",
                                       "NCCL_MESH_RELAY",
                                       "NCCL_MESH_RELAY_PORT",
+                                      "NCCL_MESH_RELAY_RDMA_SLOTS",
+                                      "NCCL_MESH_RELAY_RDMA_SLOT_BYTES",
                                       "NCCL_MESH_RELAY_VIA",
                                       "NCCL_MESH_EMULATE"};
   EXPECT_EQ(asked, want);
@@ -330,6 +332,8 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_TUNER_MIN_BYTES", "integer", "0", "0..1099511627776"},
       {"NCCL_MESH_RELAY", "integer", "1", "0..1"},
       {"NCCL_MESH_RELAY_PORT", "integer", "18515", "1..65535"},
+      {"NCCL_MESH_RELAY_RDMA_SLOTS", "integer", "8", "1..64"},
+      {"NCCL_MESH_RELAY_RDMA_SLOT_BYTES", "integer", "524288", "4096..16777216"},
       {"NCCL_MESH_RELAY_VIA", "string", "", ""},
       {"NCCL_MESH_EMULATE", "string", "", ""},
   };
@@ -366,6 +370,8 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_TUNER_MIN_BYTES", &Settings::tuner_min_bytes},
       {"NCCL_MESH_RELAY", &Settings::relay},
       {"NCCL_MESH_RELAY_PORT", &Settings::relay_port},
+      {"NCCL_MESH_RELAY_RDMA_SLOTS", &Settings::relay_rdma_slots},
+      {"NCCL_MESH_RELAY_RDMA_SLOT_BYTES", &Settings::relay_rdma_slot_bytes},
   };
   const std::map<std::string, std::string Settings::*> strings = {
       {"NCCL_MESH_IFNAME", &Settings::ifname},

@@ -17,14 +17,9 @@
 namespace mesh::rdma {
 namespace {
 
-// A closed control socket becomes an error after this long: the peer's last completions may
-// still be on their way when its kernel closes the socket.
-constexpr int64_t kPeerGoneGraceMs = 500;
 // Every Nth clear-to-send write is signalled so its send-queue slots are reclaimed.
 constexpr uint32_t kCtsSignalEvery = 8;
 constexpr uint64_t kCtsWrFlag = 1ull << 63;
-// The connector's only byte on the control socket: its QPs are in RTS (wire.h, "ready").
-constexpr uint8_t kReadyByte = 'R';
 
 }  // namespace
 
@@ -43,13 +38,9 @@ RdmaConnection::RdmaConnection(std::shared_ptr<Endpoint> endpoint, UniqueFd cont
   for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, failure_);
   if (sender_) {
     // Our QPs are in RTS (connect() moved them before building this comm): tell the listener,
-    // whose accept() returns the receive comm only then. One byte into an empty socket buffer.
-    const ssize_t n = send(control_.get(), &kReadyByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n != 1) {
-      fail(ncclRemoteError, "sending the ready byte on the control socket failed: " +
-                                errno_text(n < 0 ? errno : EPIPE) +
-                                " (the peer closed the connection during setup?)");
-    }
+    // whose accept() returns the receive comm only then.
+    std::string why;
+    if (!send_ready_byte(control_.get(), &why)) fail(ncclRemoteError, why);
   }
 }
 
@@ -255,32 +246,7 @@ size_t RdmaConnection::in_flight() const {
 }
 
 ncclResult_t RdmaConnection::register_memory(MemoryRegion* mr, int dmabuf_fd, uint64_t offset) {
-  auto mem = std::make_unique<RdmaMemory>();
-  // GPU memory (and its stand-in, NCCL_MESH_TEST_HOST_AS_GPU): reached by the NIC only.
-  mem->gpu = mr->type == NCCL_PTR_CUDA || dmabuf_fd >= 0;
-  auto& qps = ep_->qps();
-  for (size_t q = 0; q < qps.size(); ++q) {
-    VerbsDevice* dev = qps[q]->device();
-    CachedMr* held = nullptr;
-    for (auto& [d, m] : mem->held) {
-      if (d == dev) held = m;
-    }
-    if (held == nullptr) {
-      std::string why;
-      held = dmabuf_fd >= 0 ? dev->acquire_dmabuf_mr(mr->data, mr->size, offset, dmabuf_fd, &why)
-                            : dev->acquire_mr(mr->data, mr->size, &why);
-      if (held == nullptr) {
-        MESH_WARN("%s: registering %zu bytes at %p failed: %s", describe().c_str(), mr->size,
-                  mr->data, why.c_str());
-        return ncclSystemError;
-      }
-      mem->held.emplace_back(dev, held);
-    }
-    mem->lkey[q] = held->mr->lkey;
-    mem->rkey[q] = held->mr->rkey;
-  }
-  mr->transport = std::move(mem);
-  return ncclSuccess;
+  return register_rdma_memory(ep_->qps(), mr, dmabuf_fd, offset, describe());
 }
 
 void RdmaConnection::check_control() {

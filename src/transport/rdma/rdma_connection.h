@@ -27,20 +27,10 @@
 
 #include "transport/connection.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/rdma_memory.h"
 #include "util/socket_util.h"
 
 namespace mesh::rdma {
-
-// The per-QP keys of one registration (MemoryRegion::transport for RDMA comms).
-struct RdmaMemory final : TransportMemory {
-  std::array<uint32_t, kMaxQps> lkey{};
-  std::array<uint32_t, kMaxQps> rkey{};
-  std::vector<std::pair<VerbsDevice*, CachedMr*>> held;  // one per distinct device
-  bool gpu = false;  // NCCL_PTR_CUDA or dma-buf: the CPU must never read or write it
-  ~RdmaMemory() override {
-    for (auto& [dev, mr] : held) dev->release_mr(mr);
-  }
-};
 
 class RdmaConnection final : public Connection {
  public:

@@ -128,25 +128,79 @@ bool RdmaTransport::connect_sender(Endpoint& ep, const std::vector<uint8_t>& pee
          ep.connect(peer, qp_options(traffic_class), why);
 }
 
+bool RdmaTransport::port_of(uint32_t addr, PortBinding* out, std::string* why) const {
+  for (size_t i = 0; i < used_.size(); ++i) {
+    if (used_[i].addr.addr != addr) continue;
+    if (!ports_[i].usable) {
+      *why = used_[i].name + " has no usable RDMA port" +
+             (ports_[i].why.empty() ? "" : " (" + ports_[i].why + ")");
+      return false;
+    }
+    *out = ports_[i];
+    return true;
+  }
+  *why = "the peer targets " + format_ipv4(addr) + ", which is not a mesh address of this host";
+  return false;
+}
+
+bool RdmaTransport::usable_address(uint32_t addr) const {
+  PortBinding b;
+  std::string why;
+  return any_usable_ && port_of(addr, &b, &why);
+}
+
+std::unique_ptr<Endpoint> RdmaTransport::open_receiver(const SetupMessage& peer,
+                                                       std::string* why) {
+  auto lookup = [this](uint32_t addr, PortBinding* out, std::string* w) {
+    return port_of(addr, out, w);
+  };
+  return Endpoint::for_receiver(registry_, peer, lookup, why);
+}
+
+std::shared_ptr<Endpoint> RdmaTransport::open_sender_on(uint32_t local, uint32_t peer,
+                                                        std::string* why) {
+  RailBinding rail;
+  if (!port_of(local, &rail.port, why)) return nullptr;
+  rail.local_addr = local;
+  rail.peer_addr = peer;
+  const size_t nqps = std::clamp<size_t>(options_.qps_per_conn, 1, kMaxQps);
+  return Endpoint::for_sender(registry_, {rail}, nqps, why);
+}
+
+std::shared_ptr<Endpoint> RdmaTransport::open_relay_sender(uint32_t local, uint32_t relay,
+                                                           int traffic_class,
+                                                           std::vector<uint8_t>* setup,
+                                                           std::string* why) {
+  std::shared_ptr<Endpoint> ep = open_sender_on(local, relay, why);
+  if (ep) {
+    SetupMessage m = ep->local_setup();  // ring address: the credit word (wire.h 5.)
+    m.traffic_class = traffic_class;
+    m.relay = true;
+    *setup = encode_setup(m);
+  }
+  return ep;
+}
+
+bool RdmaTransport::connect_relay_sender(Endpoint& ep, const std::vector<uint8_t>& relay_setup,
+                                         int traffic_class, SetupMessage* relay,
+                                         std::string* why) const {
+  if (!decode_setup(relay_setup.data(), relay_setup.size(), relay, why)) return false;
+  if (!relay->relay || relay->relay_slots == 0) {
+    *why = "the relay answered without its staging ring (not an nccl-mesh RDMA relay?)";
+    return false;
+  }
+  return ep.connect(*relay, qp_options(traffic_class), why);
+}
+
 bool RdmaTransport::accept_extension(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
                                      std::shared_ptr<void>* state, std::string* why) {
   SetupMessage peer;
   if (!decode_setup(ext.data(), ext.size(), &peer, why)) return false;
-  auto lookup = [this](uint32_t addr, PortBinding* out, std::string* w) -> bool {
-    for (size_t i = 0; i < used_.size(); ++i) {
-      if (used_[i].addr.addr != addr) continue;
-      if (!ports_[i].usable) {
-        *w = used_[i].name + " has no usable RDMA port" +
-             (ports_[i].why.empty() ? "" : " (" + ports_[i].why + ")");
-        return false;
-      }
-      *out = ports_[i];
-      return true;
-    }
-    *w = "the peer targets " + format_ipv4(addr) + ", which is not a mesh address of this host";
+  if (peer.relay) {
+    *why = "the connector asked for a relay hop, but this is its destination";
     return false;
-  };
-  std::shared_ptr<Endpoint> ep = Endpoint::for_receiver(registry_, peer, lookup, why);
+  }
+  std::shared_ptr<Endpoint> ep = open_receiver(peer, why);
   if (!ep || !ep->connect(peer, qp_options(peer.traffic_class), why)) return false;
   *reply = encode_setup(ep->local_setup());
   *state = ep;

@@ -75,9 +75,27 @@ class RdmaTransport {
   bool accept_extension(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,
                         std::shared_ptr<void>* state, std::string* why);
 
- private:
+  // RDMA relay (docs/relay.md). True when the mesh interface with local address `addr` has a
+  // usable RDMA port.
+  bool usable_address(uint32_t addr) const;
+  // Connector of a relayed connection: the sender endpoint on the cable to the relay
+  // (`local` -> `relay`), and in *setup its relay-hop setup message (wire.h 5.).
+  std::shared_ptr<Endpoint> open_relay_sender(uint32_t local, uint32_t relay, int traffic_class,
+                                              std::vector<uint8_t>* setup, std::string* why);
+  // Connector, once the relay answered: checks the answer is a relay's (slots and slot size
+  // present), moves the QPs to RTS and returns the decoded answer in *relay.
+  bool connect_relay_sender(Endpoint& ep, const std::vector<uint8_t>& relay_setup,
+                            int traffic_class, SetupMessage* relay, std::string* why) const;
+  // The relay host's two halves: a receiver for the connector's QPs (each on the port of the
+  // local address it targets; not yet connected) and a sender over one cable to the
+  // destination (NCCL_MESH_QPS_PER_CONN QPs).
+  std::unique_ptr<Endpoint> open_receiver(const SetupMessage& peer, std::string* why);
+  std::shared_ptr<Endpoint> open_sender_on(uint32_t local, uint32_t peer, std::string* why);
   // The QP settings with a traffic class (-1 or out of range: the provider's default).
   QpOptions qp_options(int traffic_class) const;
+
+ private:
+  bool port_of(uint32_t addr, PortBinding* out, std::string* why) const;
 
   std::vector<topology::Interface> used_;
   std::vector<PortBinding> ports_;  // one per interface of used_

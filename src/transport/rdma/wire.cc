@@ -19,6 +19,7 @@ std::vector<uint8_t> encode_setup(const SetupMessage& m) {
     buf[6] = kSetupFlagTrafficClass;
     buf[7] = static_cast<uint8_t>(m.traffic_class);
   }
+  if (m.relay) buf[6] |= kSetupFlagRelay;
   put_u64(buf + 8, m.ring_addr);
   for (size_t i = 0; i < nqps; ++i) {
     const QpInfo& q = m.qps[i];
@@ -32,7 +33,13 @@ std::vector<uint8_t> encode_setup(const SetupMessage& m) {
     put_u32(p + 32, q.peer_addr);
     put_u32(p + 36, q.ring_rkey);
   }
-  return std::vector<uint8_t>(buf, buf + kSetupHeaderSize + nqps * kQpEntrySize);
+  size_t len = kSetupHeaderSize + nqps * kQpEntrySize;
+  if (m.relay) {
+    put_u32(buf + len, m.relay_slots);
+    put_u32(buf + len + 4, m.relay_slot_bytes);
+    len += kRelayTrailerSize;
+  }
+  return std::vector<uint8_t>(buf, buf + len);
 }
 
 bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::string* why) {
@@ -55,12 +62,13 @@ bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::strin
            std::to_string(kMaxQps) + " allowed)";
     return false;
   }
-  if ((data[6] & ~kSetupFlagTrafficClass) != 0 ||
+  if ((data[6] & ~(kSetupFlagTrafficClass | kSetupFlagRelay)) != 0 ||
       ((data[6] & kSetupFlagTrafficClass) == 0 && data[7] != 0)) {
     *why = "RDMA setup message has non-zero reserved bytes";
     return false;
   }
-  if (len != kSetupHeaderSize + nqps * kQpEntrySize) {
+  const bool relay = (data[6] & kSetupFlagRelay) != 0;
+  if (len != kSetupHeaderSize + nqps * kQpEntrySize + (relay ? kRelayTrailerSize : 0)) {
     *why = "RDMA setup message length " + std::to_string(len) + " does not match its " +
            std::to_string(nqps) + " QPs";
     return false;
@@ -68,6 +76,27 @@ bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::strin
   SetupMessage m;
   m.ring_addr = get_u64(data + 8);
   m.traffic_class = (data[6] & kSetupFlagTrafficClass) != 0 ? data[7] : -1;
+  if (relay) {
+    const uint8_t* t = data + kSetupHeaderSize + nqps * kQpEntrySize;
+    m.relay = true;
+    m.relay_slots = get_u32(t);
+    m.relay_slot_bytes = get_u32(t + 4);
+    const bool connector = m.relay_slots == 0 && m.relay_slot_bytes == 0;
+    const bool relay_ok = m.relay_slots >= 1 && m.relay_slots <= kMaxRelaySlots &&
+                          m.relay_slot_bytes >= kMinRelaySlotBytes &&
+                          m.relay_slot_bytes <= kMaxRelaySlotBytes &&
+                          m.relay_slot_bytes % 4096 == 0;
+    if (!connector && !relay_ok) {
+      *why = "RDMA relay trailer announces " + std::to_string(m.relay_slots) + " slots of " +
+             std::to_string(m.relay_slot_bytes) + " bytes (1.." + std::to_string(kMaxRelaySlots) +
+             " slots, 4 KiB multiples up to 16 MiB allowed)";
+      return false;
+    }
+    if (m.ring_addr == 0) {
+      *why = "RDMA relay setup message announces no credit word or staging ring";
+      return false;
+    }
+  }
   for (size_t i = 0; i < nqps; ++i) {
     const uint8_t* p = data + kSetupHeaderSize + i * kQpEntrySize;
     QpInfo q;

@@ -5,7 +5,8 @@
 //    handshake service answers with its own after the 4-byte reply (handshake/hello.h).
 //      [0] u32 magic 'MSRD'   [4] u8 version   [5] u8 number of QPs (1..kMaxQps)
 //      [6] u8 flags: bit 0 = [7] holds a traffic class (the connector's, from NCCL's comm config:
-//          the listener applies it to its QPs too, as NCCL's IB transport does); other bits 0
+//          the listener applies it to its QPs too, as NCCL's IB transport does); bit 1 = relay
+//          hop (5. below: the message ends with the 8-byte relay trailer); other bits 0
 //      [7] u8 traffic class (0 without the flag)
 //      [8] u64 clear-to-send ring address (sender; 0 from the receiver)
 //      [16] nqps x 40-byte QP entries:
@@ -34,6 +35,21 @@
 //    has read it, so its first clear-to-send never reaches a QP still in INIT (which would drop
 //    it and wait for the ACK timeout, or fail the QP when the connector comes back late).
 //    Nothing else is ever written on the control socket: any other byte is a protocol error.
+//
+// 5. Relay hop (docs/relay.md, "RDMA relay"): between a connector and the relay host that
+//    forwards its connection to a peer it has no cable to. Both setup messages carry flag bit 1
+//    and end with an 8-byte trailer: [0] u32 staging slots K   [4] u32 slot size S (bytes).
+//    The connector sends K = S = 0 and, in the ring fields, its credit word (u64, LE, in its
+//    registered memory: the number of chunks the relay has freed). The relay answers with its
+//    staging ring (ring address, per-QP ring rkey) and K (1..kMaxRelaySlots) and S (a multiple
+//    of 4096 in [kMinRelaySlotBytes, kMaxRelaySlotBytes]). The connector cuts every message
+//    into chunks of at most S bytes (one chunk for an empty message); chunk c (counted over the
+//    connection's life) goes with one WRITE_WITH_IMM on QP c % nqps into slot c % K, and only
+//    once c < credit + K. Its immediate: bit 31 = last chunk of its message, bits 0..30 = the
+//    chunk's length. The relay forwards chunks in order to the destination with the ordinary
+//    protocol (2., 3.; plain RDMA WRITEs from the slot, then one zero-length WRITE_WITH_IMM
+//    per QP carrying the message size) and advances the credit word with an RDMA WRITE once a
+//    slot's onward write completed. No CPU touches the payload on the relay host.
 #pragma once
 
 #include <cstddef>
@@ -46,10 +62,17 @@ namespace mesh::rdma {
 inline constexpr uint32_t kSetupMagic = 0x4D535244;  // "MSRD"
 inline constexpr uint8_t kSetupVersion = 2;
 inline constexpr uint8_t kSetupFlagTrafficClass = 0x01;
+inline constexpr uint8_t kSetupFlagRelay = 0x02;
+inline constexpr size_t kRelayTrailerSize = 8;
+inline constexpr uint32_t kMaxRelaySlots = 64;
+inline constexpr uint32_t kMinRelaySlotBytes = 4096;
+inline constexpr uint32_t kMaxRelaySlotBytes = 16u << 20;
+inline constexpr uint32_t kChunkLastFlag = 0x80000000u;
 inline constexpr size_t kMaxQps = 8;
 inline constexpr size_t kSetupHeaderSize = 16;
 inline constexpr size_t kQpEntrySize = 40;
-inline constexpr size_t kMaxSetupSize = kSetupHeaderSize + kMaxQps * kQpEntrySize;
+inline constexpr size_t kMaxSetupSize =
+    kSetupHeaderSize + kMaxQps * kQpEntrySize + kRelayTrailerSize;
 inline constexpr size_t kCtsEntrySize = 64;
 inline constexpr size_t kSliceAlign = 128;
 // The immediate carries the message size: larger sends are refused (NCCL's test() reports int
@@ -71,10 +94,15 @@ struct SetupMessage {
   int traffic_class = -1;  // -1: none (the connector's comm config set none)
   uint64_t ring_addr = 0;
   std::vector<QpInfo> qps;
+  bool relay = false;        // a relay hop (5.): the fields below are on the wire
+  uint32_t relay_slots = 0;  // the relay's answer: K staging slots of relay_slot_bytes each
+  uint32_t relay_slot_bytes = 0;
 };
 
 std::vector<uint8_t> encode_setup(const SetupMessage& m);
-// Validates magic, version, QP count, reserved bytes, QPN/PSN ranges, MTU enum and length.
+// Validates magic, version, QP count, reserved bytes, QPN/PSN ranges, MTU enum and length, and
+// a relay trailer: zeros from a connector, K and S in range from a relay (which one is
+// expected is the caller's check: relay_slots == 0 means a connector's message).
 bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::string* why);
 
 struct CtsEntry {
@@ -100,5 +128,10 @@ struct Slice {
 // carries more than its fair part plus alignment. Wire contract (point 3 above): the slices
 // are where the sender's bytes land in the receiver's buffer; keep it as it is.
 Slice split(size_t size, size_t nqps, size_t q);
+
+// A relay-hop chunk's immediate (5.): its length (< 2^31) and whether it ends its message.
+inline uint32_t chunk_imm(uint32_t length, bool last) {
+  return (length & ~kChunkLastFlag) | (last ? kChunkLastFlag : 0);
+}
 
 }  // namespace mesh::rdma

@@ -1,0 +1,52 @@
+#include "transport/rdma/rdma_memory.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "util/log.h"
+#include "util/socket_util.h"
+
+namespace mesh::rdma {
+
+ncclResult_t register_rdma_memory(const std::vector<std::unique_ptr<QueuePair>>& qps,
+                                  MemoryRegion* mr, int dmabuf_fd, uint64_t offset,
+                                  const std::string& conn) {
+  auto mem = std::make_unique<RdmaMemory>();
+  // GPU memory (and its stand-in, NCCL_MESH_TEST_HOST_AS_GPU): reached by the NIC only.
+  mem->gpu = mr->type == NCCL_PTR_CUDA || dmabuf_fd >= 0;
+  for (size_t q = 0; q < qps.size(); ++q) {
+    VerbsDevice* dev = qps[q]->device();
+    CachedMr* held = nullptr;
+    for (auto& [d, m] : mem->held) {
+      if (d == dev) held = m;
+    }
+    if (held == nullptr) {
+      std::string why;
+      held = dmabuf_fd >= 0 ? dev->acquire_dmabuf_mr(mr->data, mr->size, offset, dmabuf_fd, &why)
+                            : dev->acquire_mr(mr->data, mr->size, &why);
+      if (held == nullptr) {
+        MESH_WARN("%s: registering %zu bytes at %p failed: %s", conn.c_str(), mr->size, mr->data,
+                  why.c_str());
+        return ncclSystemError;
+      }
+      mem->held.emplace_back(dev, held);
+    }
+    mem->lkey[q] = held->mr->lkey;
+    mem->rkey[q] = held->mr->rkey;
+  }
+  mr->transport = std::move(mem);
+  return ncclSuccess;
+}
+
+bool send_ready_byte(int fd, std::string* why) {
+  // One byte into an empty socket buffer: never blocks, never partial.
+  const ssize_t n = send(fd, &kReadyByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n == 1) return true;
+  *why = "sending the ready byte on the control socket failed: " +
+         errno_text(n < 0 ? errno : EPIPE) + " (the peer closed the connection during setup?)";
+  return false;
+}
+
+}  // namespace mesh::rdma

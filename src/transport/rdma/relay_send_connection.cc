@@ -1,0 +1,247 @@
+#include "transport/rdma/relay_send_connection.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include "transport/requests.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace mesh::rdma {
+
+RelaySendConnection::RelaySendConnection(std::shared_ptr<Endpoint> endpoint,
+                                         const SetupMessage& relay, UniqueFd control,
+                                         std::string local, std::string peer, std::string route)
+    : Connection(ObjectTag::kSend),
+      ep_(std::move(endpoint)),
+      control_(std::move(control)),
+      local_(std::move(local)),
+      peer_(std::move(peer)),
+      route_(std::move(route)),
+      staging_addr_(relay.ring_addr),
+      slots_(relay.relay_slots),
+      slot_bytes_(relay.relay_slot_bytes) {
+  summary_ = ep_->describe();
+  for (size_t q = 0; q < relay.qps.size() && q < kMaxQps; ++q)
+    staging_rkey_[q] = relay.qps[q].ring_rkey;
+  set_nonblocking(control_.get(), true);
+  for (Request& r : pool_) r.hdr.owner = this;
+  for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, failure_);
+  // Our QPs are in RTS: the relay may now write credits (it needs nothing else from us).
+  std::string why;
+  if (!send_ready_byte(control_.get(), &why)) failure_->fail(ncclRemoteError, why);
+}
+
+RelaySendConnection::~RelaySendConnection() {
+  close();
+}
+
+void RelaySendConnection::close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
+  control_.reset();
+  ep_.reset();
+}
+
+std::string RelaySendConnection::describe() const {
+  return "send connection " + local_ + " -> " + peer_ + " (RDMA relayed via " + route_ + ", " +
+         summary_ + ")";
+}
+
+ncclResult_t RelaySendConnection::closed_error() {
+  if (!closed_warned_.exchange(true)) {
+    MESH_WARN("%s: called after the comm was closed", describe().c_str());
+  }
+  return ncclInternalError;
+}
+
+ncclResult_t RelaySendConnection::register_memory(MemoryRegion* mr, int dmabuf_fd,
+                                                  uint64_t offset) {
+  return register_rdma_memory(ep_->qps(), mr, dmabuf_fd, offset, describe());
+}
+
+ncclResult_t RelaySendConnection::irecv(int, void**, size_t*, int*, MemoryRegion**,
+                                        void** request) {
+  *request = nullptr;
+  MESH_WARN("%s: irecv on a send comm", describe().c_str());
+  return ncclInternalError;
+}
+
+void RelaySendConnection::check_control() {
+  if (peer_gone_ms_ >= 0 || !control_.valid()) return;
+  uint8_t byte;
+  const ssize_t n = recv(control_.get(), &byte, 1, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n > 0) {
+    failure_->fail(ncclRemoteError, "unexpected bytes on the control socket (protocol violation)");
+    return;
+  }
+  peer_gone_ms_ = monotonic_ms();
+}
+
+void RelaySendConnection::poll() {
+  auto& qps = ep_->qps();
+  ibv_wc wc[16];
+  for (size_t q = 0; q < qps.size(); ++q) {
+    for (;;) {
+      const int n = ibv_poll_cq(qps[q]->cq(), 16, wc);
+      if (n < 0) {
+        failure_->fail(ncclSystemError, "ibv_poll_cq on " + qps[q]->describe() + " failed");
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        const ibv_wc& c = wc[i];
+        if (c.status != IBV_WC_SUCCESS) {
+          char vendor[16];
+          std::snprintf(vendor, sizeof(vendor), "0x%x", c.vendor_err);
+          failure_->fail(
+              c.status == IBV_WC_RETRY_EXC_ERR || c.status == IBV_WC_REM_ABORT_ERR ||
+                      c.status == IBV_WC_RNR_RETRY_EXC_ERR
+                  ? ncclRemoteError
+                  : ncclSystemError,
+              "completion error on " + qps[q]->describe() + ": " +
+                  qps[q]->device()->api()->wc_status_str(c.status) + " (vendor error " + vendor +
+                  "); check that the relay host " + route_ +
+                  " is alive, the cable to it, and NCCL_MESH_IB_TIMEOUT/NCCL_MESH_IB_RETRY_CNT");
+          continue;
+        }
+        if (c.wr_id >= pool_.size() || !pool_[c.wr_id].in_use || pool_[c.wr_id].pending == 0) {
+          failure_->fail(ncclInternalError, "send completion for a chunk that is not in flight");
+          continue;
+        }
+        --pool_[c.wr_id].pending;
+      }
+      if (n < 16) break;
+    }
+  }
+  check_control();
+  if (peer_gone_ms_ >= 0 && monotonic_ms() - peer_gone_ms_ > kPeerGoneGraceMs) {
+    failure_->fail(ncclRemoteError,
+                   "the relay " + route_ +
+                       " closed the connection (the peer or the relay process exited, or a "
+                       "cable of the route failed)");
+  }
+  if (!failure_->failed()) pump();
+}
+
+void RelaySendConnection::pump() {
+  // The relay's NIC writes the number of chunks it has freed; a value that goes backwards or
+  // beyond what we posted is a protocol violation, never trusted as a credit.
+  const uint64_t credit = le64toh(
+      __atomic_load_n(reinterpret_cast<const uint64_t*>(ep_->cts_memory()), __ATOMIC_ACQUIRE));
+  if (credit < credit_seen_ || credit > chunks_posted_) {
+    failure_->fail(ncclRemoteError, "the relay " + route_ + " returned credit " +
+                                        std::to_string(credit) + " after " +
+                                        std::to_string(credit_seen_) + " with " +
+                                        std::to_string(chunks_posted_) +
+                                        " chunks posted (protocol violation)");
+    return;
+  }
+  credit_seen_ = credit;
+  auto& qps = ep_->qps();
+  while (post_seq_ != next_seq_) {
+    Request& r = *by_seq_[post_seq_ % by_seq_.size()];
+    while (r.posted < r.chunks) {
+      if (chunks_posted_ >= credit_seen_ + slots_) return;  // every slot is taken
+      const uint64_t c = chunks_posted_;
+      const size_t q = c % qps.size();
+      const size_t offset = static_cast<size_t>(r.posted) * slot_bytes_;
+      const size_t length = std::min<size_t>(slot_bytes_, r.size - std::min(r.size, offset));
+      const bool last = r.posted + 1 == r.chunks;
+      ibv_sge sge{};
+      sge.addr = reinterpret_cast<uintptr_t>(r.data) + offset;
+      sge.length = static_cast<uint32_t>(length);
+      sge.lkey = r.mem != nullptr ? r.mem->lkey[q] : 0;
+      ibv_send_wr wr{};
+      ibv_send_wr* bad = nullptr;
+      wr.wr_id = static_cast<uint64_t>(&r - pool_.data());
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.imm_data = htonl(chunk_imm(static_cast<uint32_t>(length), last));
+      wr.send_flags = IBV_SEND_SIGNALED;
+      // Inline copies with the CPU at post time: host memory only, never GPU memory.
+      if (length > 0 && length <= qps[q]->max_inline() && r.mem != nullptr && !r.mem->gpu)
+        wr.send_flags |= IBV_SEND_INLINE;
+      wr.sg_list = &sge;
+      wr.num_sge = length > 0 ? 1 : 0;
+      wr.wr.rdma.remote_addr = staging_addr_ + (c % slots_) * slot_bytes_;
+      wr.wr.rdma.rkey = staging_rkey_[q];
+      const int rc = ibv_post_send(qps[q]->qp(), &wr, &bad);
+      if (rc != 0) {
+        failure_->fail(ncclSystemError,
+                       "ibv_post_send on " + qps[q]->describe() + " failed: " + errno_text(rc));
+        return;
+      }
+      ++r.posted;
+      ++r.pending;
+      ++chunks_posted_;
+    }
+    ++post_seq_;
+  }
+}
+
+ncclResult_t RelaySendConnection::isend(void* data, size_t size, int /*tag*/, MemoryRegion* mr,
+                                        void** request) {
+  *request = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
+  poll();
+  if (failure_->failed()) return report_failure();
+  const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
+  if (size > 0 && mem == nullptr) {
+    MESH_WARN("%s: isend of %zu bytes without an RDMA registration (mhandle %p)",
+              describe().c_str(), size, static_cast<void*>(mr));
+    return ncclInvalidArgument;
+  }
+  if (size > kMaxMessageSize) {
+    MESH_WARN("%s: isend of %zu bytes: RDMA messages are limited to %llu bytes", describe().c_str(),
+              size, static_cast<unsigned long long>(kMaxMessageSize));
+    return ncclInvalidArgument;
+  }
+  Request* rp = nullptr;
+  size_t busy = 0;
+  for (Request& r : pool_) {
+    if (r.in_use)
+      ++busy;
+    else if (rp == nullptr)
+      rp = &r;
+  }
+  if (rp == nullptr || busy >= pool_.size()) return warn_pool_exhausted(describe(), true);
+  Request& r = *rp;
+  r.in_use = true;
+  r.seq = next_seq_++;
+  r.data = static_cast<const uint8_t*>(data);
+  r.size = size;
+  r.mem = mem;
+  r.chunks = size == 0 ? 1 : static_cast<uint32_t>((size + slot_bytes_ - 1) / slot_bytes_);
+  r.posted = 0;
+  r.pending = 0;
+  by_seq_[r.seq % by_seq_.size()] = &r;
+  pump();
+  if (failure_->failed()) return report_failure();
+  *request = &r;
+  return ncclSuccess;
+}
+
+ncclResult_t RelaySendConnection::test(RequestHeader* request, int* done, int* sizes) {
+  auto* r = reinterpret_cast<Request*>(request);
+  *done = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ep_) return closed_error();
+  if (!is_in_flight(pool_, r)) return warn_not_in_flight(describe());
+  poll();
+  if (r->posted == r->chunks && r->pending == 0) {
+    *done = 1;
+    if (sizes != nullptr) *sizes = reported_size(r->size);
+    r->in_use = false;
+    return ncclSuccess;
+  }
+  if (failure_->failed()) return report_failure();
+  return ncclSuccess;
+}
+
+}  // namespace mesh::rdma
