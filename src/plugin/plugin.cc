@@ -284,7 +284,7 @@ void Plugin::stop_at_exit() {
   for (auto& p : pending_) service_.cancel_connect(p.second.attempt);
   pending_.clear();
   service_.stop();
-  relay_.stop();  // relayed sockets of other hosts' connections end with this process anyway
+  relay_.stop();      // relayed sockets of other hosts' connections end with this process anyway
   forwarder_.stop();  // its forwards are its own (no NCCL thread touches them): closed
   tcp::IoPool::stop_if_idle();
 }
@@ -425,8 +425,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
   pending_.erase(it);
   if (!attempt->route.empty()) {
     MESH_INFO(NCCL_NET | NCCL_INIT, "connect to %s: relayed over %s; %s",
-              attempt->description.c_str(), pc.relay_rdma ? "RDMA" : "TCP",
-              attempt->route.c_str());
+              attempt->description.c_str(), pc.relay_rdma ? "RDMA" : "TCP", attempt->route.c_str());
   }
   handshake::ConnectedSockets& sockets = attempt->result;
   if (pc.relay_rdma) {
@@ -501,8 +500,7 @@ bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handsh
 
 Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_t dev,
                                                int traffic_class, int64_t since_ms,
-                                               handshake::ConnectRequest* req,
-                                               PendingConnect* pc) {
+                                               handshake::ConnectRequest* req, PendingConnect* pc) {
   const Settings& s = settings();
   if (s.relay == 0 || !relay_.running()) {
     MESH_WARN(
@@ -525,7 +523,10 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
   if (try_rdma) {
     relay::FirstHop first;
     std::string why;
-    switch (relay_.first_hop(h.addrs, 0, &first, &why, since_ms)) {
+    // Equal-cost relay hosts (both ways round a ring) share the connections: the random nonce
+    // picks one, the same on every call for this connection.
+    const uint16_t spread = static_cast<uint16_t>(h.nonce[0] | (h.nonce[1] << 8));
+    switch (relay_.first_hop(h.addrs, spread, &first, &why, since_ms)) {
       case relay::HopStatus::kWait:
         return RelayPlan::kWait;
       case relay::HopStatus::kFail:

@@ -135,7 +135,7 @@ class Plugin {
   rdma::RdmaTransport rdma_;
   tcp::TcpOptions tcp_;
   handshake::Service service_;
-  relay::Agent relay_;  // started with the service when NCCL_MESH_RELAY=1
+  relay::Agent relay_;                     // started with the service when NCCL_MESH_RELAY=1
   rdma::RelayForwarder forwarder_{rdma_};  // the relay agent's RDMA half (docs/relay.md)
   std::set<Context*> contexts_;
   Context* legacy_ = nullptr;

@@ -53,10 +53,10 @@ struct AgentConfig {
 };
 
 struct FirstHop {
-  Ipv4Prefix local;        // bind here
+  Ipv4Prefix local;              // bind here
   bool via_local_agent = false;  // this process is not the agent: the host's agent is the hop
   size_t cables = 0;             // cables of the route (0 when via_local_agent: unknown here)
-  uint32_t peer_addr = 0;  // connect here, at the relay port
+  uint32_t peer_addr = 0;        // connect here, at the relay port
   uint16_t port = 0;
   std::string route;  // the first hop, "198.18.20.2", for messages
   std::string path;   // "2 cables, 2 equal-cost first hops, e.g. through 198.18.20.2+..."

@@ -49,78 +49,78 @@ struct SettingEnum<RelayScope> {
 
 // X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings (0, 0 for
 // the others). A type is std::string, int64_t, or an enum with a SettingEnum specialisation.
-#define MESH_SETTINGS(X)                                                                         \
-  X(std::string, ifname, "NCCL_MESH_IFNAME", "", 0, 0,                                           \
-    "Interfaces to use, NCCL_SOCKET_IFNAME syntax: prefixes, ^ to exclude, = for exact names. "  \
-    "Default: every up non-loopback interface (loopback only if nothing else exists).")          \
-  X(int64_t, connect_timeout_ms, "NCCL_MESH_CONNECT_TIMEOUT_MS", 30000, 100, 3600000,            \
-    "How long connect() keeps trying to reach a peer's handshake service before failing.")       \
-  X(int64_t, tcp_streams, "NCCL_MESH_TCP_STREAMS", 4, 1, 64,                                     \
-    "Data sockets per connection (parallel TCP streams); rounded up to a multiple of the "       \
-    "number of rails (cables) to the peer.")                                                     \
-  X(int64_t, tcp_io_threads, "NCCL_MESH_TCP_IO_THREADS", -1, -1, 64,                             \
-    "I/O threads per process that move TCP data sockets' bytes, shared by all connections. "     \
-    "0: NCCL's progress thread moves them itself (no hand-off; best when one core fills the "    \
-    "link). -1: a quarter of the usable cores, at most 8, and 0 below 8 cores.")                 \
-  X(int64_t, tcp_min_chunk, "NCCL_MESH_TCP_MIN_CHUNK", 131072, 4096, 1073741824,                 \
-    "Smallest slice of a message given to one data socket; smaller messages use fewer sockets.") \
-  X(int64_t, tcp_inline_bytes, "NCCL_MESH_TCP_INLINE_BYTES", 65536, 0, 16777216,                 \
-    "Messages up to this size travel inline on the control socket with their header, "           \
-    "progressed by NCCL's own thread (lowest latency, no thread hand-off).")                     \
-  X(int64_t, tcp_user_timeout_ms, "NCCL_MESH_TCP_USER_TIMEOUT_MS", 20000, 0, 3600000,            \
-    "TCP_USER_TIMEOUT and keepalive budget: a peer or cable that stops acknowledging for this "  \
-    "long turns into an error on the connection (0 = kernel defaults, many minutes).")           \
-  X(int64_t, max_pending_handshakes, "NCCL_MESH_MAX_PENDING_HANDSHAKES", 256, 1, 65536,          \
-    "Unauthenticated incoming handshake sockets held at once; further ones are closed.")         \
-  X(int64_t, handshake_port, "NCCL_MESH_HANDSHAKE_PORT", 0, 0, 65535,                            \
-    "TCP port of the handshake service (0 = any free port; set it for firewalls).")              \
-  X(TransportMode, transport, "NCCL_MESH_TRANSPORT", TransportMode::kAuto, 0, 0,                 \
-    "auto: RDMA to a peer when both ends of the cable have a usable RDMA port, else TCP; "       \
-    "rdma: RDMA or fail with a WARN (no silent fallback); tcp: never RDMA.")                     \
-  X(int64_t, gid_index, "NCCL_MESH_GID_INDEX", -1, -1, 1023,                                     \
-    "RoCE GID index to use on every port (-1 = the RoCE v2 entry of the interface's IPv4 "       \
-    "address, read from sysfs).")                                                                \
-  X(int64_t, qps_per_conn, "NCCL_MESH_QPS_PER_CONN", 2, 1, 8,                                    \
-    "RDMA queue pairs per connection, rounded up to a multiple of the cables to the peer (at "   \
-    "most 8); each message is split over all of them.")                                          \
-  X(int64_t, ib_timeout, "NCCL_MESH_IB_TIMEOUT", 20, 1, 31,                                      \
-    "RDMA ACK timeout exponent: 4.096 us * 2^N per retry (20 = about 4 s).")                     \
-  X(int64_t, ib_retry_cnt, "NCCL_MESH_IB_RETRY_CNT", 6, 0, 6,                                    \
-    "RDMA transport retries before a QP errors (at most 6: 7 means retry forever on some "       \
-    "providers, which would turn a dead peer into a hang).")                                     \
-  X(int64_t, test_host_as_gpu, "NCCL_MESH_TEST_HOST_AS_GPU", 0, 0, 1,                            \
-    "Testing only: on RDMA devices without a GPU driver, advertise NCCL_PTR_CUDA so tests can "  \
-    "drive the GPU paths with host memory registered as NCCL_PTR_CUDA (never touched by the "    \
-    "CPU, flushed as GPU memory). Logs a WARN when on.")                                         \
-  X(TunerMode, tuner, "NCCL_MESH_TUNER", TunerMode::kAuto, 0, 0,                                 \
-    "Tuner NCCL loads from this library: auto steers AllReduce, AllGather, ReduceScatter, "      \
-    "Broadcast and Reduce to Ring on a partial mesh (this host has fewer cables than nodes - "   \
-    "1), ring does so always, off never touches NCCL's choice.")                                 \
-  X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 0, 0, 1099511627776,                  \
-    "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "     \
-    "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between).")              \
-  X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                  \
-    "1: a connection to a peer without a common subnet is relayed through neighbours (shortest " \
+#define MESH_SETTINGS(X)                                                                          \
+  X(std::string, ifname, "NCCL_MESH_IFNAME", "", 0, 0,                                            \
+    "Interfaces to use, NCCL_SOCKET_IFNAME syntax: prefixes, ^ to exclude, = for exact names. "   \
+    "Default: every up non-loopback interface (loopback only if nothing else exists).")           \
+  X(int64_t, connect_timeout_ms, "NCCL_MESH_CONNECT_TIMEOUT_MS", 30000, 100, 3600000,             \
+    "How long connect() keeps trying to reach a peer's handshake service before failing.")        \
+  X(int64_t, tcp_streams, "NCCL_MESH_TCP_STREAMS", 4, 1, 64,                                      \
+    "Data sockets per connection (parallel TCP streams); rounded up to a multiple of the "        \
+    "number of rails (cables) to the peer.")                                                      \
+  X(int64_t, tcp_io_threads, "NCCL_MESH_TCP_IO_THREADS", -1, -1, 64,                              \
+    "I/O threads per process that move TCP data sockets' bytes, shared by all connections. "      \
+    "0: NCCL's progress thread moves them itself (no hand-off; best when one core fills the "     \
+    "link). -1: a quarter of the usable cores, at most 8, and 0 below 8 cores.")                  \
+  X(int64_t, tcp_min_chunk, "NCCL_MESH_TCP_MIN_CHUNK", 131072, 4096, 1073741824,                  \
+    "Smallest slice of a message given to one data socket; smaller messages use fewer sockets.")  \
+  X(int64_t, tcp_inline_bytes, "NCCL_MESH_TCP_INLINE_BYTES", 65536, 0, 16777216,                  \
+    "Messages up to this size travel inline on the control socket with their header, "            \
+    "progressed by NCCL's own thread (lowest latency, no thread hand-off).")                      \
+  X(int64_t, tcp_user_timeout_ms, "NCCL_MESH_TCP_USER_TIMEOUT_MS", 20000, 0, 3600000,             \
+    "TCP_USER_TIMEOUT and keepalive budget: a peer or cable that stops acknowledging for this "   \
+    "long turns into an error on the connection (0 = kernel defaults, many minutes).")            \
+  X(int64_t, max_pending_handshakes, "NCCL_MESH_MAX_PENDING_HANDSHAKES", 256, 1, 65536,           \
+    "Unauthenticated incoming handshake sockets held at once; further ones are closed.")          \
+  X(int64_t, handshake_port, "NCCL_MESH_HANDSHAKE_PORT", 0, 0, 65535,                             \
+    "TCP port of the handshake service (0 = any free port; set it for firewalls).")               \
+  X(TransportMode, transport, "NCCL_MESH_TRANSPORT", TransportMode::kAuto, 0, 0,                  \
+    "auto: RDMA to a peer when both ends of the cable have a usable RDMA port, else TCP; "        \
+    "rdma: RDMA or fail with a WARN (no silent fallback); tcp: never RDMA.")                      \
+  X(int64_t, gid_index, "NCCL_MESH_GID_INDEX", -1, -1, 1023,                                      \
+    "RoCE GID index to use on every port (-1 = the RoCE v2 entry of the interface's IPv4 "        \
+    "address, read from sysfs).")                                                                 \
+  X(int64_t, qps_per_conn, "NCCL_MESH_QPS_PER_CONN", 2, 1, 8,                                     \
+    "RDMA queue pairs per connection, rounded up to a multiple of the cables to the peer (at "    \
+    "most 8); each message is split over all of them.")                                           \
+  X(int64_t, ib_timeout, "NCCL_MESH_IB_TIMEOUT", 20, 1, 31,                                       \
+    "RDMA ACK timeout exponent: 4.096 us * 2^N per retry (20 = about 4 s).")                      \
+  X(int64_t, ib_retry_cnt, "NCCL_MESH_IB_RETRY_CNT", 6, 0, 6,                                     \
+    "RDMA transport retries before a QP errors (at most 6: 7 means retry forever on some "        \
+    "providers, which would turn a dead peer into a hang).")                                      \
+  X(int64_t, test_host_as_gpu, "NCCL_MESH_TEST_HOST_AS_GPU", 0, 0, 1,                             \
+    "Testing only: on RDMA devices without a GPU driver, advertise NCCL_PTR_CUDA so tests can "   \
+    "drive the GPU paths with host memory registered as NCCL_PTR_CUDA (never touched by the "     \
+    "CPU, flushed as GPU memory). Logs a WARN when on.")                                          \
+  X(TunerMode, tuner, "NCCL_MESH_TUNER", TunerMode::kAuto, 0, 0,                                  \
+    "Tuner NCCL loads from this library: auto steers AllReduce, AllGather, ReduceScatter, "       \
+    "Broadcast and Reduce to Ring on a partial mesh (this host has fewer cables than nodes - "    \
+    "1), ring does so always, off never touches NCCL's choice.")                                  \
+  X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 0, 0, 1099511627776,                   \
+    "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "      \
+    "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between).")               \
+  X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                   \
+    "1: a connection to a peer without a common subnet is relayed through neighbours (shortest "  \
     "paths of the cable graph, found at run time; RDMA through one relay host where both cables " \
-    "have RDMA, else TCP; docs/relay.md); 0: it fails.")                                         \
-  X(int64_t, relay_rdma_slots, "NCCL_MESH_RELAY_RDMA_SLOTS", 8, 1, 64,                           \
-    "RDMA relay: staging slots per relayed connection on the relay host (chunks in flight "      \
-    "between the two cables; memory per connection = slots x slot bytes).")                      \
-  X(int64_t, relay_rdma_slot_bytes, "NCCL_MESH_RELAY_RDMA_SLOT_BYTES", 524288, 4096, 16777216,  \
-    "RDMA relay: bytes per staging slot (a multiple of 4096): the chunk size a relayed "         \
-    "connection's messages are cut into.")                                                      \
-  X(int64_t, relay_port, "NCCL_MESH_RELAY_PORT", 18515, 1, 65535,                                \
-    "TCP and UDP port of the host's relay agent (beacons, relayed sockets); the same on every "  \
-    "host.")                                                                                     \
-  X(std::string, relay_via, "NCCL_MESH_RELAY_VIA", "", 0, 0,                                     \
-    "Pin relayed routes: <dest-address>/<prefix>=<neighbour-address>,... sends connections to "  \
-    "that subnet through that neighbour first (default: every equal-cost shortest path).")       \
-  X(RelayScope, relay_scope, "NCCL_MESH_RELAY_SCOPE", RelayScope::kHost, 0, 0,                   \
-    "host: one relay agent per host, on 0.0.0.0 (the first process to bind the port); "          \
-    "process: every process is its own agent on its interfaces' addresses (tests that put "      \
-    "several hosts into one network namespace).")                                                \
-  X(std::string, emulate, "NCCL_MESH_EMULATE", "", 0, 0,                                         \
-    "Test and try-out: emulate this rank's place in a ring or line on one host, ring:N:R or "    \
+    "have RDMA, else TCP; docs/relay.md); 0: it fails.")                                          \
+  X(int64_t, relay_rdma_slots, "NCCL_MESH_RELAY_RDMA_SLOTS", 8, 1, 64,                            \
+    "RDMA relay: staging slots per relayed connection on the relay host (chunks in flight "       \
+    "between the two cables; memory per connection = slots x slot bytes).")                       \
+  X(int64_t, relay_rdma_slot_bytes, "NCCL_MESH_RELAY_RDMA_SLOT_BYTES", 524288, 4096, 16777216,    \
+    "RDMA relay: bytes per staging slot (a multiple of 4096): the chunk size a relayed "          \
+    "connection's messages are cut into.")                                                        \
+  X(int64_t, relay_port, "NCCL_MESH_RELAY_PORT", 18515, 1, 65535,                                 \
+    "TCP and UDP port of the host's relay agent (beacons, relayed sockets); the same on every "   \
+    "host.")                                                                                      \
+  X(std::string, relay_via, "NCCL_MESH_RELAY_VIA", "", 0, 0,                                      \
+    "Pin relayed routes: <dest-address>/<prefix>=<neighbour-address>,... sends connections to "   \
+    "that subnet through that neighbour first (default: every equal-cost shortest path).")        \
+  X(RelayScope, relay_scope, "NCCL_MESH_RELAY_SCOPE", RelayScope::kHost, 0, 0,                    \
+    "host: one relay agent per host, on 0.0.0.0 (the first process to bind the port); "           \
+    "process: every process is its own agent on its interfaces' addresses (tests that put "       \
+    "several hosts into one network namespace).")                                                 \
+  X(std::string, emulate, "NCCL_MESH_EMULATE", "", 0, 0,                                          \
+    "Test and try-out: emulate this rank's place in a ring or line on one host, ring:N:R or "     \
     "line:N:R; the plugin then uses only loopback addresses 127.77.x.y/30, one per cable.")
 
 struct Settings {

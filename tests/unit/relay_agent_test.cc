@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -161,6 +162,85 @@ TEST_F(RelayAgentTest, HostileAndUnroutableRequestsGetTheirStatus) {
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kConnectFailed));
   }
   EXPECT_EQ(agents[1].pairs(), 0u);
+}
+
+// A request with the RDMA flag is never spliced: the agent next to the destination connects to
+// it and hands both sockets to the RDMA forwarder hook (which answers the connector itself);
+// without a hook, or at an agent that is not next to the destination, it is refused.
+TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
+  FirstHop hop;
+  ASSERT_TRUE(converge(&hop));
+  EXPECT_EQ(hop.cables, 2u);
+  EXPECT_FALSE(hop.via_local_agent);
+  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in la = make_sockaddr(*parse_ipv4("127.77.0.6"), 0);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)), 0);
+  ASSERT_EQ(listen(listener.get(), 4), 0);
+  socklen_t len = sizeof(la);
+  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&la), &len);
+  RelayRequest req;
+  req.port = ntohs(la.sin_port);
+  req.rdma = true;
+  req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
+  uint8_t b[kRequestSize];
+  encode_request(req, b);
+  const uint32_t me = *parse_ipv4("127.77.0.1"), relay = *parse_ipv4("127.77.0.2");
+  {  // agent 1 is next to the destination but has no forwarder (no RDMA)
+    UniqueFd c = connect_to(me, relay, test_port());
+    ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
+    EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kNoRdmaRelay));
+  }
+  {  // agent 0 has no cable to the destination: RDMA relay crosses one relay host only
+    UniqueFd c = connect_to(relay, me, test_port());
+    ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
+    EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kNoRdmaRelay));
+  }
+  // Agent 1 again, with a forwarder hook: the first call takes the sockets, the second refuses.
+  agents[1].stop();
+  std::vector<RdmaHandoff> taken;  // written by the agent's thread before `calls` becomes 1
+  std::atomic<int> calls{0};
+  AgentConfig cfg = config_for(1, 3);
+  cfg.rdma_forward = [&](RdmaHandoff& h, std::string* why) {
+    if (calls.load() >= 1) {
+      ++calls;
+      *why = "test: full";
+      return false;
+    }
+    taken.push_back(std::move(h));
+    calls.store(1);
+    return true;
+  };
+  std::string why;
+  ASSERT_TRUE(agents[1].start(cfg, &why)) << why;
+  {
+    UniqueFd c = connect_to(me, relay, test_port());
+    ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
+    UniqueFd server(accept(listener.get(), nullptr, nullptr));
+    ASSERT_TRUE(server.valid());
+    for (int i = 0; i < 100 && calls == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(taken.size(), 1u);
+    RdmaHandoff& h = taken[0];
+    EXPECT_EQ(h.down_local, *parse_ipv4("127.77.0.5"));
+    EXPECT_EQ(h.down_peer, *parse_ipv4("127.77.0.6"));
+    EXPECT_NE(h.what.find("127.77.0.6"), std::string::npos) << h.what;
+    // Nothing was answered or spliced: the forwarder owns both ends.
+    pollfd p{c.get(), POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 200), 0);
+    ASSERT_TRUE(send_all(h.up.get(), "up", 2));
+    char got[2];
+    ASSERT_TRUE(recv_all(c.get(), got, 2));
+    ASSERT_TRUE(send_all(h.down.get(), "dn", 2));
+    ASSERT_TRUE(recv_all(server.get(), got, 2));
+    EXPECT_EQ(std::string(got, 2), "dn");
+    EXPECT_EQ(agents[1].pairs(), 0u);
+  }
+  {  // the hook refuses: "busy", the connector retries later
+    UniqueFd c = connect_to(me, relay, test_port());
+    ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
+    EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kBusy));
+  }
+  agents[1].stop();  // before `taken` and `calls` go out of scope
 }
 
 TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {

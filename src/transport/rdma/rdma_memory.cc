@@ -44,8 +44,9 @@ bool send_ready_byte(int fd, std::string* why) {
   // One byte into an empty socket buffer: never blocks, never partial.
   const ssize_t n = send(fd, &kReadyByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n == 1) return true;
-  *why = "sending the ready byte on the control socket failed: " +
-         errno_text(n < 0 ? errno : EPIPE) + " (the peer closed the connection during setup?)";
+  *why =
+      "sending the ready byte on the control socket failed: " + errno_text(n < 0 ? errno : EPIPE) +
+      " (the peer closed the connection during setup?)";
   return false;
 }
 

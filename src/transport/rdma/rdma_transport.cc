@@ -149,8 +149,7 @@ bool RdmaTransport::usable_address(uint32_t addr) const {
   return any_usable_ && port_of(addr, &b, &why);
 }
 
-std::unique_ptr<Endpoint> RdmaTransport::open_receiver(const SetupMessage& peer,
-                                                       std::string* why) {
+std::unique_ptr<Endpoint> RdmaTransport::open_receiver(const SetupMessage& peer, std::string* why) {
   auto lookup = [this](uint32_t addr, PortBinding* out, std::string* w) {
     return port_of(addr, out, w);
   };

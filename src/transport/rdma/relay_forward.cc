@@ -110,8 +110,8 @@ bool RelayForward::read_some(int fd, size_t want, std::vector<uint8_t>* buf, boo
 
 bool RelayForward::write_some(int fd, std::vector<uint8_t>* buf, size_t* sent, bool* progress) {
   while (*sent < buf->size()) {
-    const ssize_t n = send(fd, buf->data() + *sent, buf->size() - *sent,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(fd, buf->data() + *sent, buf->size() - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
     if (n <= 0) return false;
     *sent += static_cast<size_t>(n);
@@ -304,7 +304,8 @@ bool RelayForward::step(int64_t now_ms, bool* progress) {
       }
       if (sent_ == out_.size()) {
         phase_ = Phase::kLive;
-        MESH_INFO(NCCL_NET, "relay: forwarding %s over RDMA (%u slots of %u bytes; in: %s; out: %s)",
+        MESH_INFO(NCCL_NET,
+                  "relay: forwarding %s over RDMA (%u slots of %u bytes; in: %s; out: %s)",
                   sockets_.what.c_str(), slots_, slot_bytes_, up_ep_->describe().c_str(),
                   down_ep_->describe().c_str());
       }
@@ -334,9 +335,10 @@ bool RelayForward::check_controls(int64_t /*now_ms*/) {
       up_ready_ = true;
       continue;
     }
-    if (n == 1) return fail(std::string("unexpected bytes on the ") +
-                            (side == 0 ? "connector's" : "destination's") +
-                            " control socket (protocol violation)");
+    if (n == 1)
+      return fail(std::string("unexpected bytes on the ") +
+                  (side == 0 ? "connector's" : "destination's") +
+                  " control socket (protocol violation)");
     // EOF or an error: that end is gone (process exit, closed comm, or its cable failed).
     MESH_INFO(NCCL_NET, "relay: RDMA forward %s: the %s closed the connection; closing the other",
               sockets_.what.c_str(), side == 0 ? "connector" : "destination");
@@ -414,8 +416,8 @@ bool RelayForward::forward_arrived(bool* progress) {
       // The destination's clear-to-send for this message: written by its NIC, the marker last.
       const uint8_t* entry =
           down_ep_->cts_memory() + (msg_seq_ % NCCL_NET_MAX_REQUESTS) * kCtsEntrySize;
-      const uint32_t marker = le32toh(
-          __atomic_load_n(reinterpret_cast<const uint32_t*>(entry + 60), __ATOMIC_ACQUIRE));
+      const uint32_t marker =
+          le32toh(__atomic_load_n(reinterpret_cast<const uint32_t*>(entry + 60), __ATOMIC_ACQUIRE));
       if (marker != msg_seq_ + 1) return true;  // not posted yet: the chunks wait in staging
       cts_ = decode_cts_entry(entry);
       have_cts_ = true;

@@ -4,11 +4,11 @@
 //
 // Setup (both sockets non-blocking; the relay agent handed them over after connecting to the
 // destination's handshake port):
-//   answer the relay request "ok"  ->  read the connector's control hello + its relay-hop setup  ->  build the receiver endpoint
-//   for its QPs, the staging ring, and a sender endpoint on the cable to the destination  ->
-//   send the destination the same hello (nonce, connection id) with our own setup  ->  read
-//   its answer (a refusal is passed back unchanged)  ->  connect both sides' QPs, send the
-//   destination our ready byte, answer the connector with our staging ring.
+//   answer the relay request "ok"  ->  read the connector's control hello + its relay-hop setup  ->
+//   build the receiver endpoint for its QPs, the staging ring, and a sender endpoint on the cable
+//   to the destination  -> send the destination the same hello (nonce, connection id) with our own
+//   setup  ->  read its answer (a refusal is passed back unchanged)  ->  connect both sides' QPs,
+//   send the destination our ready byte, answer the connector with our staging ring.
 // Forwarding: chunk c arrives in slot c % K (a WRITE_WITH_IMM: its length and last flag); once
 // the destination's clear-to-send for the chunk's message is there, an RDMA WRITE from the slot
 // puts it at its offset in that buffer (the NIC reads the slot: no CPU copy); after the last
@@ -102,9 +102,9 @@ class RelayForward {
   std::vector<uint32_t> slot_len_;
   std::vector<uint8_t> slot_last_;
   std::array<uint64_t, kMaxQps> up_count_{};  // WRITE_WITH_IMMs received per up QP
-  uint64_t next_fwd_ = 0;     // the next chunk to forward
-  uint64_t freed_ = 0;        // chunks whose slot is free again, in order
-  uint64_t credit_sent_ = 0;  // the freed count last written to the connector
+  uint64_t next_fwd_ = 0;                     // the next chunk to forward
+  uint64_t freed_ = 0;                        // chunks whose slot is free again, in order
+  uint64_t credit_sent_ = 0;                  // the freed count last written to the connector
   uint32_t credit_writes_ = 0;
   // The destination's message being filled.
   uint32_t msg_seq_ = 0;

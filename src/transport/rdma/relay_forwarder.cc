@@ -16,8 +16,8 @@ bool RelayForwarder::adopt(ForwardSockets& sockets, std::string* why) {
     return false;
   }
   if (count_.load() >= options_.max_forwards) {
-    *why = "this host already forwards " + std::to_string(options_.max_forwards) +
-           " RDMA connections";
+    *why =
+        "this host already forwards " + std::to_string(options_.max_forwards) + " RDMA connections";
     return false;
   }
   const int64_t deadline = monotonic_ms() + options_.setup_timeout_ms;

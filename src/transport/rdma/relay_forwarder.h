@@ -17,15 +17,15 @@
 #include <thread>
 #include <vector>
 
-#include "transport/rdma/relay_forward.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/relay_forward.h"
 
 namespace mesh::rdma {
 
 struct ForwarderOptions {
-  uint32_t slots = 8;                 // NCCL_MESH_RELAY_RDMA_SLOTS
-  uint32_t slot_bytes = 512 * 1024;   // NCCL_MESH_RELAY_RDMA_SLOT_BYTES
-  size_t max_forwards = 64;           // connections relayed at once (staging is K x S each)
+  uint32_t slots = 8;                // NCCL_MESH_RELAY_RDMA_SLOTS
+  uint32_t slot_bytes = 512 * 1024;  // NCCL_MESH_RELAY_RDMA_SLOT_BYTES
+  size_t max_forwards = 64;          // connections relayed at once (staging is K x S each)
   int64_t setup_timeout_ms = 15000;
 };
 

@@ -135,11 +135,10 @@ void RelaySendConnection::pump() {
   const uint64_t credit = le64toh(
       __atomic_load_n(reinterpret_cast<const uint64_t*>(ep_->cts_memory()), __ATOMIC_ACQUIRE));
   if (credit < credit_seen_ || credit > chunks_posted_) {
-    failure_->fail(ncclRemoteError, "the relay " + route_ + " returned credit " +
-                                        std::to_string(credit) + " after " +
-                                        std::to_string(credit_seen_) + " with " +
-                                        std::to_string(chunks_posted_) +
-                                        " chunks posted (protocol violation)");
+    failure_->fail(ncclRemoteError,
+                   "the relay " + route_ + " returned credit " + std::to_string(credit) +
+                       " after " + std::to_string(credit_seen_) + " with " +
+                       std::to_string(chunks_posted_) + " chunks posted (protocol violation)");
     return;
   }
   credit_seen_ = credit;

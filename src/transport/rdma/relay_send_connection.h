@@ -63,8 +63,8 @@ class RelaySendConnection final : public Connection {
     uint32_t pending = 0;  // posted chunks whose completion has not arrived
   };
 
-  void poll();     // completions, credits, liveness, then posts what credits allow; holds mu_
-  void pump();     // posts the queued chunks that credits allow; holds mu_
+  void poll();  // completions, credits, liveness, then posts what credits allow; holds mu_
+  void pump();  // posts the queued chunks that credits allow; holds mu_
   void check_control();
   ncclResult_t report_failure() { return failure_->report(describe()); }
   ncclResult_t closed_error();
@@ -82,8 +82,8 @@ class RelaySendConnection final : public Connection {
   std::mutex mu_;
   std::array<Request, NCCL_NET_MAX_REQUESTS> pool_;
   std::array<Request*, NCCL_NET_MAX_REQUESTS> by_seq_{};  // sequence % 32: posting order
-  uint32_t next_seq_ = 0;   // the next isend's sequence
-  uint32_t post_seq_ = 0;   // the oldest message with chunks still to post
+  uint32_t next_seq_ = 0;                                 // the next isend's sequence
+  uint32_t post_seq_ = 0;  // the oldest message with chunks still to post
   uint64_t chunks_posted_ = 0;
   uint64_t credit_seen_ = 0;  // the relay's credit word, last read
   int64_t peer_gone_ms_ = -1;
