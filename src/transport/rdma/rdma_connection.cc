@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "transport/rdma/completions.h"
 #include "transport/requests.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -278,17 +279,9 @@ void RdmaConnection::poll() {
       for (int i = 0; i < n; ++i) {
         const ibv_wc& c = wc[i];
         if (c.status != IBV_WC_SUCCESS) {
-          const VerbsApi* api = qps[q]->device()->api();
-          char vendor[16];
-          std::snprintf(vendor, sizeof(vendor), "0x%x", c.vendor_err);
-          fail(c.status == IBV_WC_RETRY_EXC_ERR || c.status == IBV_WC_REM_ABORT_ERR ||
-                       c.status == IBV_WC_RNR_RETRY_EXC_ERR
-                   ? ncclRemoteError
-                   : ncclSystemError,
-               "completion error on " + qps[q]->describe() + ": " + api->wc_status_str(c.status) +
-                   " (status " + std::to_string(c.status) + ", vendor error " + vendor +
-                   "); check that the peer process is alive, the cable, and "
-                   "NCCL_MESH_IB_TIMEOUT/NCCL_MESH_IB_RETRY_CNT");
+          fail(completion_code(c), completion_error(*qps[q], c) +
+                                       "; check that the peer process is alive, the cable, and "
+                                       "NCCL_MESH_IB_TIMEOUT/NCCL_MESH_IB_RETRY_CNT");
           continue;
         }
         if (sender_) {
@@ -354,17 +347,9 @@ ncclResult_t RdmaConnection::isend(void* data, size_t size, int /*tag*/, MemoryR
   if (!ep_) return closed_error();
   poll();
   if (failure_->failed()) return report_failure();
-  const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
-  if (size > 0 && mem == nullptr) {
-    MESH_WARN("%s: isend of %zu bytes without an RDMA registration (mhandle %p)",
-              describe().c_str(), size, static_cast<void*>(mr));
-    return ncclInvalidArgument;
-  }
-  if (size > kMaxMessageSize) {
-    MESH_WARN("%s: isend of %zu bytes: RDMA messages are limited to %llu bytes", describe().c_str(),
-              size, static_cast<unsigned long long>(kMaxMessageSize));
-    return ncclInvalidArgument;
-  }
+  const RdmaMemory* mem = nullptr;
+  if (const ncclResult_t rc = memory_for_send(describe(), size, mr, &mem); rc != ncclSuccess)
+    return rc;
   if (in_flight() >= pool_.size()) return warn_pool_exhausted(describe(), true);
   // The receiver's clear-to-send for this sequence: written by its NIC, the marker last.
   const uint8_t* slot = ep_->cts_memory() + (next_seq_ % pool_.size()) * kCtsEntrySize;

@@ -40,6 +40,22 @@ ncclResult_t register_rdma_memory(const std::vector<std::unique_ptr<QueuePair>>&
   return ncclSuccess;
 }
 
+ncclResult_t memory_for_send(const std::string& conn, size_t size, MemoryRegion* mr,
+                             const RdmaMemory** mem) {
+  *mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
+  if (size > 0 && *mem == nullptr) {
+    MESH_WARN("%s: isend of %zu bytes without an RDMA registration (mhandle %p)", conn.c_str(),
+              size, static_cast<void*>(mr));
+    return ncclInvalidArgument;
+  }
+  if (size > kMaxMessageSize) {
+    MESH_WARN("%s: isend of %zu bytes: RDMA messages are limited to %llu bytes", conn.c_str(), size,
+              static_cast<unsigned long long>(kMaxMessageSize));
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 bool send_ready_byte(int fd, std::string* why) {
   // One byte into an empty socket buffer: never blocks, never partial.
   const ssize_t n = send(fd, &kReadyByte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);

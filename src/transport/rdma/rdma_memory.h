@@ -32,6 +32,12 @@ ncclResult_t register_rdma_memory(const std::vector<std::unique_ptr<QueuePair>>&
                                   MemoryRegion* mr, int dmabuf_fd, uint64_t offset,
                                   const std::string& conn);
 
+// isend's checks, shared by both send comms: the registration NCCL passed (required unless the
+// message is empty) and the size limit of the immediate. ncclSuccess with *mem set (null for an
+// empty message without one); otherwise one WARN naming `conn`.
+ncclResult_t memory_for_send(const std::string& conn, size_t size, MemoryRegion* mr,
+                             const RdmaMemory** mem);
+
 // The control socket of an RDMA comm (rdma_connection.h): its only byte is the connector's
 // "ready"; afterwards it is a liveness signal, EOF meaning the peer (or the relay) is gone.
 inline constexpr uint8_t kReadyByte = 'R';

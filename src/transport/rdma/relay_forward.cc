@@ -12,6 +12,7 @@
 
 #include "handshake/hello.h"
 #include "relay/request.h"
+#include "transport/rdma/completions.h"
 #include "transport/rdma/rdma_memory.h"
 #include "util/byte_order.h"
 #include "util/log.h"
@@ -28,13 +29,6 @@ constexpr uint64_t kWrKind = 3ull << 62;
 constexpr uint32_t kCreditSignalEvery = 8;
 // Liveness of the control sockets is checked this often while forwarding (a syscall each).
 constexpr int64_t kControlCheckMs = 5;
-
-std::string wc_error(const QueuePair& qp, const ibv_wc& c) {
-  char vendor[16];
-  std::snprintf(vendor, sizeof(vendor), "0x%x", c.vendor_err);
-  return "completion error on " + qp.describe() + ": " +
-         qp.device()->api()->wc_status_str(c.status) + " (vendor error " + vendor + ")";
-}
 
 }  // namespace
 
@@ -350,39 +344,34 @@ bool RelayForward::check_controls(int64_t /*now_ms*/) {
 
 bool RelayForward::poll_up(bool* progress) {
   auto& qps = up_ep_->qps();
-  ibv_wc wc[16];
+  std::string why;
   for (size_t q = 0; q < qps.size(); ++q) {
-    for (;;) {
-      const int n = ibv_poll_cq(qps[q]->cq(), 16, wc);
-      if (n < 0) return fail("ibv_poll_cq on " + qps[q]->describe() + " failed");
-      for (int i = 0; i < n; ++i) {
-        const ibv_wc& c = wc[i];
-        *progress = true;
-        if (c.status != IBV_WC_SUCCESS) return fail(wc_error(*qps[q], c));
-        if ((c.wr_id & kWrKind) == kWrCredit) continue;  // a signalled credit write
-        if (c.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
-          return fail("unexpected completion opcode " + std::to_string(c.opcode) + " on " +
-                      qps[q]->describe());
-        // Chunk c travels on QP c % nqps, and each QP completes in order.
-        const uint64_t chunk = q + qps.size() * up_count_[q]++;
-        const uint32_t imm = ntohl(c.imm_data);
-        const uint32_t len = imm & ~kChunkLastFlag;
-        const size_t slot = chunk % slots_;
-        if (chunk < next_fwd_ || chunk >= freed_ + slots_ || slot_[slot] != Slot::kEmpty)
-          return fail("the connector wrote chunk " + std::to_string(chunk) +
-                      " without a free slot (" + std::to_string(freed_) +
-                      " freed; protocol violation)");
-        if (len > slot_bytes_)
-          return fail("the connector's chunk " + std::to_string(chunk) + " claims " +
-                      std::to_string(len) + " bytes in a slot of " + std::to_string(slot_bytes_));
-        slot_[slot] = Slot::kArrived;
-        slot_len_[slot] = len;
-        slot_last_[slot] = (imm & kChunkLastFlag) != 0;
-        std::string why;
-        if (!qps[q]->post_recv(&why)) return fail(why);
-      }
-      if (n < 16) break;
-    }
+    const bool ok = drain_completions(*qps[q], &why, [&](const ibv_wc& c) {
+      *progress = true;
+      if (c.status != IBV_WC_SUCCESS) return fail(completion_error(*qps[q], c));
+      if ((c.wr_id & kWrKind) == kWrCredit) return true;  // a signalled credit write
+      if (c.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
+        return fail("unexpected completion opcode " + std::to_string(c.opcode) + " on " +
+                    qps[q]->describe());
+      // Chunk c travels on QP c % nqps, and each QP completes in order.
+      const uint64_t chunk = q + qps.size() * up_count_[q]++;
+      const uint32_t imm = ntohl(c.imm_data);
+      const uint32_t len = imm & ~kChunkLastFlag;
+      const size_t slot = chunk % slots_;
+      if (chunk < next_fwd_ || chunk >= freed_ + slots_ || slot_[slot] != Slot::kEmpty)
+        return fail("the connector wrote chunk " + std::to_string(chunk) +
+                    " without a free slot (" + std::to_string(freed_) +
+                    " freed; protocol violation)");
+      if (len > slot_bytes_)
+        return fail("the connector's chunk " + std::to_string(chunk) + " claims " +
+                    std::to_string(len) + " bytes in a slot of " + std::to_string(slot_bytes_));
+      slot_[slot] = Slot::kArrived;
+      slot_len_[slot] = len;
+      slot_last_[slot] = (imm & kChunkLastFlag) != 0;
+      std::string err;
+      return qps[q]->post_recv(&err) || fail(err);
+    });
+    if (!ok) return why.empty() ? false : fail(why);
   }
   return true;
 }
@@ -463,24 +452,20 @@ bool RelayForward::forward_arrived(bool* progress) {
 
 bool RelayForward::poll_down(bool* progress) {
   auto& qps = down_ep_->qps();
-  ibv_wc wc[16];
+  std::string why;
   for (size_t q = 0; q < qps.size(); ++q) {
-    for (;;) {
-      const int n = ibv_poll_cq(qps[q]->cq(), 16, wc);
-      if (n < 0) return fail("ibv_poll_cq on " + qps[q]->describe() + " failed");
-      for (int i = 0; i < n; ++i) {
-        const ibv_wc& c = wc[i];
-        *progress = true;
-        if (c.status != IBV_WC_SUCCESS) return fail(wc_error(*qps[q], c));
-        if ((c.wr_id & kWrKind) != kWrPayload) continue;
-        const uint64_t chunk = c.wr_id & ~kWrKind;
-        const size_t slot = chunk % slots_;
-        if (chunk < freed_ || chunk >= next_fwd_ || slot_[slot] != Slot::kForwarding)
-          return fail("completion for chunk " + std::to_string(chunk) + " that is not in flight");
-        slot_[slot] = Slot::kEmpty;
-      }
-      if (n < 16) break;
-    }
+    const bool ok = drain_completions(*qps[q], &why, [&](const ibv_wc& c) {
+      *progress = true;
+      if (c.status != IBV_WC_SUCCESS) return fail(completion_error(*qps[q], c));
+      if ((c.wr_id & kWrKind) != kWrPayload) return true;
+      const uint64_t chunk = c.wr_id & ~kWrKind;
+      const size_t slot = chunk % slots_;
+      if (chunk < freed_ || chunk >= next_fwd_ || slot_[slot] != Slot::kForwarding)
+        return fail("completion for chunk " + std::to_string(chunk) + " that is not in flight");
+      slot_[slot] = Slot::kEmpty;
+      return true;
+    });
+    if (!ok) return why.empty() ? false : fail(why);
   }
   return true;
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "transport/rdma/completions.h"
 #include "transport/requests.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -85,39 +86,25 @@ void RelaySendConnection::check_control() {
 }
 
 void RelaySendConnection::poll() {
-  auto& qps = ep_->qps();
-  ibv_wc wc[16];
-  for (size_t q = 0; q < qps.size(); ++q) {
-    for (;;) {
-      const int n = ibv_poll_cq(qps[q]->cq(), 16, wc);
-      if (n < 0) {
-        failure_->fail(ncclSystemError, "ibv_poll_cq on " + qps[q]->describe() + " failed");
-        return;
+  for (auto& qp : ep_->qps()) {
+    std::string why;
+    const bool ok = drain_completions(*qp, &why, [&](const ibv_wc& c) {
+      if (c.status != IBV_WC_SUCCESS) {
+        failure_->fail(completion_code(c), completion_error(*qp, c) +
+                                               "; check that the relay host " + route_ +
+                                               " is alive, the cable to it, and "
+                                               "NCCL_MESH_IB_TIMEOUT/NCCL_MESH_IB_RETRY_CNT");
+        return false;
       }
-      for (int i = 0; i < n; ++i) {
-        const ibv_wc& c = wc[i];
-        if (c.status != IBV_WC_SUCCESS) {
-          char vendor[16];
-          std::snprintf(vendor, sizeof(vendor), "0x%x", c.vendor_err);
-          failure_->fail(
-              c.status == IBV_WC_RETRY_EXC_ERR || c.status == IBV_WC_REM_ABORT_ERR ||
-                      c.status == IBV_WC_RNR_RETRY_EXC_ERR
-                  ? ncclRemoteError
-                  : ncclSystemError,
-              "completion error on " + qps[q]->describe() + ": " +
-                  qps[q]->device()->api()->wc_status_str(c.status) + " (vendor error " + vendor +
-                  "); check that the relay host " + route_ +
-                  " is alive, the cable to it, and NCCL_MESH_IB_TIMEOUT/NCCL_MESH_IB_RETRY_CNT");
-          continue;
-        }
-        if (c.wr_id >= pool_.size() || !pool_[c.wr_id].in_use || pool_[c.wr_id].pending == 0) {
-          failure_->fail(ncclInternalError, "send completion for a chunk that is not in flight");
-          continue;
-        }
-        --pool_[c.wr_id].pending;
+      if (c.wr_id >= pool_.size() || !pool_[c.wr_id].in_use || pool_[c.wr_id].pending == 0) {
+        failure_->fail(ncclInternalError, "send completion for a chunk that is not in flight");
+        return false;
       }
-      if (n < 16) break;
-    }
+      --pool_[c.wr_id].pending;
+      return true;
+    });
+    if (!ok && !why.empty()) failure_->fail(ncclSystemError, why);
+    if (!ok) return;
   }
   check_control();
   if (peer_gone_ms_ >= 0 && monotonic_ms() - peer_gone_ms_ > kPeerGoneGraceMs) {
@@ -190,17 +177,9 @@ ncclResult_t RelaySendConnection::isend(void* data, size_t size, int /*tag*/, Me
   if (!ep_) return closed_error();
   poll();
   if (failure_->failed()) return report_failure();
-  const auto* mem = mr != nullptr ? dynamic_cast<const RdmaMemory*>(mr->transport.get()) : nullptr;
-  if (size > 0 && mem == nullptr) {
-    MESH_WARN("%s: isend of %zu bytes without an RDMA registration (mhandle %p)",
-              describe().c_str(), size, static_cast<void*>(mr));
-    return ncclInvalidArgument;
-  }
-  if (size > kMaxMessageSize) {
-    MESH_WARN("%s: isend of %zu bytes: RDMA messages are limited to %llu bytes", describe().c_str(),
-              size, static_cast<unsigned long long>(kMaxMessageSize));
-    return ncclInvalidArgument;
-  }
+  const RdmaMemory* mem = nullptr;
+  if (const ncclResult_t rc = memory_for_send(describe(), size, mr, &mem); rc != ncclSuccess)
+    return rc;
   Request* rp = nullptr;
   size_t busy = 0;
   for (Request& r : pool_) {
