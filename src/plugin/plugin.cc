@@ -438,7 +438,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     }
     auto conn = std::make_unique<rdma::RelaySendConnection>(
         pc.rdma, relay_setup, std::move(sockets.control), std::move(sockets.local),
-        std::move(sockets.peer), attempt->route);
+        std::move(sockets.peer), pc.relay_host);
     *send_comm = adopt(std::move(conn), c, "connected");
     return ncclSuccess;
   }
@@ -552,6 +552,7 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
                                          &req->extension, &why);
       if (pc->rdma) {
         pc->relay_rdma = true;
+        pc->relay_host = first.route;
         req->ndata = 0;
         handshake::RelayHop hop;
         hop.local = first.local;

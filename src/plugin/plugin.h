@@ -147,6 +147,7 @@ class Plugin {
     std::shared_ptr<handshake::OutgoingConnect> attempt;
     std::shared_ptr<rdma::Endpoint> rdma;  // set when the connection will use RDMA
     bool relay_rdma = false;               // rdma goes to a relay host (relay_send_connection.h)
+    std::string relay_host;                // that relay host's address, for messages
   };
   std::map<std::pair<Context*, handshake::Nonce>, PendingConnect> pending_;
   // Relayed connects still waiting for a route (RelayPlan::kWait): since when.
