@@ -321,11 +321,15 @@ TEST(RouteLog, RelayedConnectNamesTheRelayRanks) {
   EXPECT_EQ(send.relay_transport, "TCP");
   ASSERT_EQ(send.relay_hosts.size(), 1u);
   EXPECT_EQ(send.relay_hosts[0], "198.18.20.2+198.18.21.1");
+  EXPECT_EQ(send.relay_summary, "2 cables, 2 equal-cost first hop(s)");
+  EXPECT_EQ(send.first_hops, "control via 198.18.20.2 data 0 via 198.18.23.1");
   const auto recv = parse_connection_log(
       {"accepted: receive connection 198.18.21.2:29501 <- 198.18.21.1:50000 (TCP, 2 data "
        "streams)"});
   EXPECT_EQ(describe_pair_route(0, 2, send, "eth0", recv, "eth1", kRingAddrs),
-            "rank 0 -> rank 2: relayed over TCP via rank 1 (198.18.20.2+198.18.21.1); leaves eth0 "
+            "rank 0 -> rank 2: relayed over TCP via rank 1 (198.18.20.2+198.18.21.1) [2 cables, 2 "
+            "equal-cost first hop(s); first hops: control via 198.18.20.2 data 0 via 198.18.23.1]; "
+            "leaves eth0 "
             "198.18.20.1:41000 -> 198.18.20.2:18515 (2 data streams); arrives on eth1 "
             "198.18.21.2:29501 from 198.18.21.1:50000 (relay rank 1)");
 }

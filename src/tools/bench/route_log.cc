@@ -53,6 +53,11 @@ void parse_relay_line(const std::string& text, ConnectionRoute* out) {
   const size_t semi = rest.find("; ");
   out->relay_transport = rest.substr(0, semi);
   out->relay_path = semi == std::string::npos ? "" : rest.substr(semi + 2);
+  const size_t one = out->relay_path.find("; one shortest path");
+  if (one != std::string::npos) out->relay_summary = out->relay_path.substr(0, one);
+  const std::string hops = "first hops: ";
+  const size_t fh = out->relay_path.find(hops);
+  if (fh != std::string::npos) out->first_hops = out->relay_path.substr(fh + hops.size());
   const std::string through = "relays through ";
   const size_t t = out->relay_path.find(through);
   if (t == std::string::npos) return;
@@ -96,6 +101,17 @@ std::string detail_text(const ConnectionRoute& c) {
   return c.detail.empty() ? "" : " (" + c.detail + ")";
 }
 
+// The relayed connection's sockets may take several equal-cost routes: say how many, and where
+// each socket went first (the plugin's text).
+std::string relay_ways(const ConnectionRoute& c) {
+  if (c.relay_summary.empty() && c.first_hops.empty()) return "";
+  std::string s = " [" + c.relay_summary;
+  if (!c.first_hops.empty()) {
+    s += (c.relay_summary.empty() ? "" : "; ") + ("first hops: " + c.first_hops);
+  }
+  return s + "]";
+}
+
 }  // namespace
 
 ConnectionRoute parse_connection_log(const std::vector<std::string>& lines) {
@@ -134,8 +150,8 @@ std::string describe_pair_route(int src, int dst, const ConnectionRoute& send,
     std::vector<std::string> via;
     for (const auto& h : send.relay_hosts) via.push_back(label_relay_host(h, rank_addrs));
     s += "relayed over " + (send.relay_transport.empty() ? send.transport : send.relay_transport) +
-         " " + (via.empty() ? send.relay_path : "via " + join(via, " -> ")) + "; leaves " +
-         on_if(src_if) + send.local + " -> " + send.peer + detail_text(send);
+         " " + (via.empty() ? send.relay_path : "via " + join(via, " -> ") + relay_ways(send)) +
+         "; leaves " + on_if(src_if) + send.local + " -> " + send.peer + detail_text(send);
   } else {
     s += "direct over " + send.transport + ", " + on_if(src_if) + send.local + " -> " + send.peer +
          detail_text(send);

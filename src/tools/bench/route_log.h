@@ -23,6 +23,8 @@ struct ConnectionRoute {
   std::string relay_transport;  // "TCP" in "relayed over TCP"
   std::string relay_path;       // the route text after "relayed over TCP; "
   std::vector<std::string> relay_hosts;  // "198.18.20.2+198.18.21.1" per relay host, in order
+  std::string relay_summary;             // "2 cables, 2 equal-cost first hop(s)"
+  std::string first_hops;                // "control via 198.18.20.2 data 0 via 198.18.23.1"
 };
 
 // Parses the lines one connection's connect() or accept() calls logged (prefix "NET/Mesh : "

@@ -31,7 +31,9 @@ json connection_json(const LocalNet& net, const std::vector<std::string>& log) {
           {"relayed", c.relayed},
           {"relay_transport", c.relay_transport},
           {"relay_path", c.relay_path},
-          {"relay_hosts", c.relay_hosts}};
+          {"relay_hosts", c.relay_hosts},
+          {"relay_summary", c.relay_summary},
+          {"first_hops", c.first_hops}};
 }
 
 ConnectionRoute connection_from_json(const json& j) {
@@ -45,6 +47,8 @@ ConnectionRoute connection_from_json(const json& j) {
   c.relay_transport = j.at("relay_transport").get<std::string>();
   c.relay_path = j.at("relay_path").get<std::string>();
   c.relay_hosts = j.at("relay_hosts").get<std::vector<std::string>>();
+  c.relay_summary = j.at("relay_summary").get<std::string>();
+  c.first_hops = j.at("first_hops").get<std::string>();
   return c;
 }
 
