@@ -1,5 +1,6 @@
 // The --json report: the same content as the text report, as one document for scripts.
 #include "tools/doctor/host_order.h"
+#include "tools/doctor/relay_plan.h"
 #include "tools/doctor/report.h"
 
 #ifndef MESH_DOCTOR_VERSION
@@ -20,6 +21,29 @@ json optional_int(int v) {
 json gid_json(const topology::GidChoice& g) {
   return {
       {"index", g.index ? json(*g.index) : json(nullptr)}, {"use_lid", g.use_lid}, {"why", g.why}};
+}
+
+json optional_u64(const std::optional<uint64_t>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// The netdev's byte counters now (since it came up) and its RDMA ports' own; null when unread.
+json counters_json(const Inventory& inv, const std::string& name) {
+  const auto it = inv.link_counters.find(name);
+  if (it == inv.link_counters.end()) return nullptr;
+  const topology::LinkCounters& c = it->second;
+  json rdma = json::array();
+  for (const topology::RdmaPortCounters& p : c.rdma) {
+    rdma.push_back({{"device", p.device},
+                    {"port", p.port},
+                    {"tx_bytes", optional_u64(p.tx_bytes)},
+                    {"rx_bytes", optional_u64(p.rx_bytes)},
+                    {"tx_packets", optional_u64(p.tx_packets)},
+                    {"rx_packets", optional_u64(p.rx_packets)}});
+  }
+  return {{"tx_bytes", optional_u64(c.tx_bytes)},
+          {"rx_bytes", optional_u64(c.rx_bytes)},
+          {"rdma", rdma}};
 }
 
 json interfaces_json(const Report& r) {
@@ -47,7 +71,8 @@ json interfaces_json(const Report& r) {
                    {"numa_node", optional_int(itf.numa_node)},
                    {"used", v.used},
                    {"excluded_why", v.excluded_why},
-                   {"rdma", rdma}});
+                   {"rdma", rdma},
+                   {"counters", counters_json(r.inv, itf.name)}});
   }
   return out;
 }
@@ -127,7 +152,9 @@ json peer_interface_json(const PeerInterface& i) {
 
 json peers_json(const Report& r) {
   json out = json::array();
-  for (const PeerRoute& route : r.routes) {
+  const std::vector<RelayPlan> plans = plan_relays(r.model, r.routes);
+  for (size_t ri = 0; ri < r.routes.size(); ++ri) {
+    const PeerRoute& route = r.routes[ri];
     json addrs = json::array();
     for (uint32_t a : route.peer.addrs) addrs.push_back(format_ipv4(a));
     json rails = json::array();
@@ -160,6 +187,11 @@ json peers_json(const Report& r) {
                    {"addrs", addrs},
                    {"self", route.self},
                    {"rails", rails},
+                   {"route", route.self             ? "this host"
+                             : !route.rails.empty() ? describe_direct(r.model, route.rails)
+                             : plans[ri].found      ? describe_relay(plans[ri])
+                                                    : "no cable and no route known here"},
+                   {"relay_via", plans[ri].via},
                    {"unused_reach", route.unused_reach}});
   }
   return out;
