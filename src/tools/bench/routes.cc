@@ -6,6 +6,7 @@
 
 #include "context.h"
 #include "route_log.h"
+#include "tools/common/link_counters_json.h"
 
 namespace mesh::bench {
 namespace {
@@ -50,10 +51,6 @@ ConnectionRoute connection_from_json(const json& j) {
   c.relay_summary = j.at("relay_summary").get<std::string>();
   c.first_hops = j.at("first_hops").get<std::string>();
   return c;
-}
-
-json optional_json(const std::optional<uint64_t>& v) {
-  return v ? json(*v) : json(nullptr);
 }
 
 // The entry of `peer` in one rank's routes_json(), or null.
@@ -103,23 +100,13 @@ json cables_json(const Context& ctx, const std::vector<topology::LinkCounters>& 
     for (const auto& itf : ctx.local_net.used) {
       if (itf.name == d.ifname) addrs.push_back(format_prefix(itf.addr));
     }
-    json rdma = json::array();
-    for (const auto& r : d.rdma) {
-      rdma.push_back({{"device", r.device},
-                      {"port", r.port},
-                      {"tx_bytes", optional_json(r.tx_bytes)},
-                      {"rx_bytes", optional_json(r.rx_bytes)},
-                      {"tx_packets", optional_json(r.tx_packets)},
-                      {"rx_packets", optional_json(r.rx_packets)}});
-    }
-    out.push_back({{"rank", ctx.rank},
-                   {"host", ctx.hosts.empty() ? "" : ctx.hosts[static_cast<size_t>(ctx.rank)]},
-                   {"interface", d.ifname},
-                   {"addrs", addrs},
-                   {"tx_bytes", optional_json(d.tx_bytes)},
-                   {"rx_bytes", optional_json(d.rx_bytes)},
-                   {"rdma", rdma},
-                   {"text", topology::describe_link_counters(d)}});
+    json c = tools::link_counters_json(d);
+    c["rank"] = ctx.rank;
+    c["host"] = ctx.hosts.empty() ? "" : ctx.hosts[static_cast<size_t>(ctx.rank)];
+    c["interface"] = d.ifname;
+    c["addrs"] = addrs;
+    c["text"] = topology::describe_link_counters(d);
+    out.push_back(c);
   }
   return out;
 }

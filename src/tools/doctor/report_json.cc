@@ -1,4 +1,5 @@
 // The --json report: the same content as the text report, as one document for scripts.
+#include "tools/common/link_counters_json.h"
 #include "tools/doctor/host_order.h"
 #include "tools/doctor/relay_plan.h"
 #include "tools/doctor/report.h"
@@ -23,27 +24,10 @@ json gid_json(const topology::GidChoice& g) {
       {"index", g.index ? json(*g.index) : json(nullptr)}, {"use_lid", g.use_lid}, {"why", g.why}};
 }
 
-json optional_u64(const std::optional<uint64_t>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-
 // The netdev's byte counters now (since it came up) and its RDMA ports' own; null when unread.
 json counters_json(const Inventory& inv, const std::string& name) {
   const auto it = inv.link_counters.find(name);
-  if (it == inv.link_counters.end()) return nullptr;
-  const topology::LinkCounters& c = it->second;
-  json rdma = json::array();
-  for (const topology::RdmaPortCounters& p : c.rdma) {
-    rdma.push_back({{"device", p.device},
-                    {"port", p.port},
-                    {"tx_bytes", optional_u64(p.tx_bytes)},
-                    {"rx_bytes", optional_u64(p.rx_bytes)},
-                    {"tx_packets", optional_u64(p.tx_packets)},
-                    {"rx_packets", optional_u64(p.rx_packets)}});
-  }
-  return {{"tx_bytes", optional_u64(c.tx_bytes)},
-          {"rx_bytes", optional_u64(c.rx_bytes)},
-          {"rdma", rdma}};
+  return it == inv.link_counters.end() ? json(nullptr) : tools::link_counters_json(it->second);
 }
 
 json interfaces_json(const Report& r) {
