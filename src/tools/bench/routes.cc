@@ -14,11 +14,8 @@ namespace {
 using json = nlohmann::json;
 
 std::string ifname_of(const LocalNet& net, const std::string& endpoint) {
-  const std::string addr = endpoint_addr(endpoint);
-  for (const auto& i : net.used) {
-    if (format_ipv4(i.addr.addr) == addr) return i.name;
-  }
-  return "";
+  const auto addr = parse_ipv4(endpoint_addr(endpoint));
+  return addr ? interface_of(net, *addr) : std::string();
 }
 
 json connection_json(const LocalNet& net, const std::vector<std::string>& log) {

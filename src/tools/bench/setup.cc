@@ -144,13 +144,6 @@ void connect_plugin(Context& ctx) {
   }
 }
 
-std::string ifname_of(const LocalNet& net, uint32_t addr) {
-  for (const auto& i : net.used) {
-    if (i.addr.addr == addr) return i.name;
-  }
-  return "?";
-}
-
 // Lower rank connects to higher rank, from the local address the topology code picks.
 void connect_tcp(Context& ctx, Fd& listener, const std::vector<json>& blobs) {
   json connected = json::array();
@@ -213,7 +206,8 @@ void connect_tcp(Context& ctx, Fd& listener, const std::vector<json>& blobs) {
     if (l.peer < 0 || !l.tcp) continue;
     l.tcp_local = local_endpoint(l.tcp.get());
     l.tcp_remote = remote_endpoint(l.tcp.get());
-    l.tcp_ifname = ifname_of(ctx.local_net, local_addr(l.tcp.get()));
+    const std::string itf = interface_of(ctx.local_net, local_addr(l.tcp.get()));
+    l.tcp_ifname = itf.empty() ? std::string("?") : itf;
     ctx.path_lines.push_back(
         fmt::format("rank {} peer {}: tcp baseline via {} {} -> {}{}", ctx.rank, l.peer,
                     l.tcp_ifname, l.tcp_local, l.tcp_remote,
