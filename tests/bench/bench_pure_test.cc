@@ -1,5 +1,6 @@
 // Unit tests for the pure parts of nccl-mesh-bench: size lists, the verification pattern, the
-// all-reduce data, the bandwidth formulas and the launcher environment.
+// all-reduce data, the bandwidth formulas, the launcher environment and the routes read from the
+// plugin's log lines.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "launch_env.h"
 #include "metrics.h"
 #include "pattern.h"
+#include "route_log.h"
 #include "sizes.h"
 
 namespace mesh::bench {
@@ -271,6 +273,106 @@ TEST(LaunchEnv, HostPort) {
   EXPECT_FALSE(parse_host_port("10.0.0.1:0", &why));
   EXPECT_FALSE(parse_host_port("10.0.0.1:70000", &why));
   EXPECT_FALSE(parse_host_port("host:80", &why));
+}
+
+// The lines as the plugin logs them (src/plugin/plugin.cc, the transports' describe()).
+const std::vector<std::vector<std::string>> kRingAddrs = {
+    {"198.18.20.1", "198.18.23.2"},   // rank 0 (a)
+    {"198.18.20.2", "198.18.21.1"},   // rank 1 (b)
+    {"198.18.21.2", "198.18.22.1"},   // rank 2 (c)
+    {"198.18.22.2", "198.18.23.1"}};  // rank 3 (d)
+
+TEST(RouteLog, DirectTcpSendConnection) {
+  const auto c = parse_connection_log(
+      {"NET/Mesh : some other line",
+       "NET/Mesh : connected: send connection 198.18.20.1:41000 -> 198.18.20.2:29500 (TCP, 2 "
+       "data streams)"});
+  EXPECT_TRUE(c.known);
+  EXPECT_TRUE(c.sender);
+  EXPECT_FALSE(c.relayed);
+  EXPECT_EQ(c.transport, "TCP");
+  EXPECT_EQ(c.local, "198.18.20.1:41000");
+  EXPECT_EQ(c.peer, "198.18.20.2:29500");
+  EXPECT_EQ(c.detail, "2 data streams");
+  EXPECT_EQ(describe_pair_route(0, 1, c, "eth0", ConnectionRoute{}, "", kRingAddrs),
+            "rank 0 -> rank 1: direct over TCP, eth0 198.18.20.1:41000 -> 198.18.20.2:29500 (2 "
+            "data streams)");
+}
+
+TEST(RouteLog, RdmaReceiveConnection) {
+  const auto c = parse_connection_log(
+      {"accepted: receive connection 198.18.20.2:29500 <- 198.18.20.1:41000 (RDMA, 2 QPs: "
+       "mlx5_0 port 1 QP 0x11, mlx5_0 port 1 QP 0x12)"});
+  EXPECT_TRUE(c.known);
+  EXPECT_FALSE(c.sender);
+  EXPECT_EQ(c.transport, "RDMA");
+  EXPECT_EQ(c.peer, "198.18.20.1:41000");
+  EXPECT_EQ(c.detail, "2 QPs: mlx5_0 port 1 QP 0x11, mlx5_0 port 1 QP 0x12");
+}
+
+TEST(RouteLog, RelayedConnectNamesTheRelayRanks) {
+  const auto send = parse_connection_log(
+      {"NET/Mesh : connect to peer 198.18.21.2/198.18.22.1:40123 (relayed): relayed over TCP; 2 "
+       "cables, 2 equal-cost first hop(s); one shortest path relays through "
+       "198.18.20.2+198.18.21.1; first hops: control via 198.18.20.2 data 0 via 198.18.23.1",
+       "NET/Mesh : connected: send connection 198.18.20.1:41000 -> 198.18.20.2:18515 (TCP, 2 "
+       "data streams)"});
+  EXPECT_TRUE(send.relayed);
+  EXPECT_EQ(send.relay_transport, "TCP");
+  ASSERT_EQ(send.relay_hosts.size(), 1u);
+  EXPECT_EQ(send.relay_hosts[0], "198.18.20.2+198.18.21.1");
+  EXPECT_EQ(send.relay_summary, "2 cables, 2 equal-cost first hop(s)");
+  EXPECT_EQ(send.first_hops, "control via 198.18.20.2 data 0 via 198.18.23.1");
+  const auto recv = parse_connection_log(
+      {"accepted: receive connection 198.18.21.2:29501 <- 198.18.21.1:50000 (TCP, 2 data "
+       "streams)"});
+  EXPECT_EQ(describe_pair_route(0, 2, send, "eth0", recv, "eth1", kRingAddrs),
+            "rank 0 -> rank 2: relayed over TCP via rank 1 (198.18.20.2+198.18.21.1) [2 cables, 2 "
+            "equal-cost first hop(s); first hops: control via 198.18.20.2 data 0 via 198.18.23.1]; "
+            "leaves eth0 "
+            "198.18.20.1:41000 -> 198.18.20.2:18515 (2 data streams); arrives on eth1 "
+            "198.18.21.2:29501 from 198.18.21.1:50000 (relay rank 1)");
+}
+
+TEST(RouteLog, RelayHostsInOrderAndHostsWithoutRank) {
+  const auto c = parse_connection_log(
+      {"connect to peer 198.18.4.2 (relayed): relayed over RDMA; 4 cables, 1 equal-cost first "
+       "hop(s); one shortest path relays through 198.18.1.2+198.18.2.1 -> 198.18.2.2+198.18.3.1 "
+       "-> 198.18.3.2+198.18.4.1; first hops: control via 198.18.1.2"});
+  EXPECT_TRUE(c.relayed);
+  EXPECT_FALSE(c.known);  // no "connected:" line: the route is unknown to the pair line
+  EXPECT_EQ(c.relay_transport, "RDMA");
+  ASSERT_EQ(c.relay_hosts.size(), 3u);
+  EXPECT_EQ(c.relay_hosts[2], "198.18.3.2+198.18.4.1");
+  const std::vector<std::vector<std::string>> addrs = {{"198.18.1.1"}, {"198.18.4.2"}};
+  EXPECT_EQ(label_relay_host(c.relay_hosts[1], addrs), "198.18.2.2+198.18.3.1");
+  EXPECT_EQ(label_relay_host("198.18.9.9+198.18.4.2", addrs), "rank 1 (198.18.9.9+198.18.4.2)");
+  EXPECT_EQ(describe_pair_route(0, 1, c, "", ConnectionRoute{}, "", addrs),
+            "rank 0 -> rank 1: route unknown (the plugin logged no \"connected:\" line)");
+}
+
+TEST(RouteLog, StandbyProcessRelaysThroughItsHostsAgent) {
+  const auto c = parse_connection_log(
+      {"connect to peer x (relayed): relayed over TCP; through this host's relay agent (another "
+       "plugin process); first hops: control via 198.18.20.1",
+       "connected: send connection 198.18.20.1:41000 -> 198.18.20.1:18515 (TCP, 1 data streams)"});
+  EXPECT_TRUE(c.relayed);
+  EXPECT_TRUE(c.relay_hosts.empty());
+  EXPECT_EQ(describe_pair_route(0, 2, c, "eth0", ConnectionRoute{}, "", kRingAddrs),
+            "rank 0 -> rank 2: relayed over TCP through this host's relay agent (another "
+            "plugin process); first hops: control via 198.18.20.1; leaves eth0 198.18.20.1:41000 "
+            "-> 198.18.20.1:18515 (1 data streams)");
+}
+
+TEST(RouteLog, MalformedLinesAreIgnored) {
+  for (const char* line : {"connected: send connection", "connected: send connection a -> b",
+                           "accepted: receive connection a -> b (TCP)", "connect to x: relayed",
+                           "relayed over TCP; relays through y"}) {
+    const auto c = parse_connection_log({line});
+    EXPECT_FALSE(c.known) << line;
+    EXPECT_FALSE(c.relayed) << line;
+  }
+  EXPECT_EQ(endpoint_addr("198.18.1.1:80"), "198.18.1.1");
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ TEST(PeerCable, OkForCabledPeers) {
   const Findings out = check_peer_cables(f.inv, f.model, f.routes);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].verdict, Verdict::kOk);
-  EXPECT_TRUE(contains(out[0].message, "srab 198.18.1.1/24 -> 198.18.1.2")) << out[0].message;
+  EXPECT_EQ(out[0].message, "direct over srab 198.18.1.1/24 -> 198.18.1.2");
   EXPECT_EQ(out[1].verdict, Verdict::kOk);
 }
 
@@ -98,8 +98,8 @@ TEST(PeerCable, RingShowsTheRelayedRouteAndItsTwoWays) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].verdict, Verdict::kOk);
   EXPECT_EQ(out[1].verdict, Verdict::kWarn);
-  EXPECT_TRUE(contains(out[1].message, "relays over TCP via B") ||
-              contains(out[1].message, "relays over TCP via D"))
+  EXPECT_TRUE(contains(out[1].message, "relayed over TCP via B") ||
+              contains(out[1].message, "relayed over TCP via D"))
       << out[1].message;
   EXPECT_TRUE(contains(out[1].message, "2 cables, 2 equal-cost ways")) << out[1].message;
   EXPECT_EQ(out[2].verdict, Verdict::kOk);

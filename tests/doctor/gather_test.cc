@@ -37,6 +37,25 @@ TEST(Gather, ReadsEveryNetdevWithState) {
   EXPECT_TRUE(nds[3].enslaved);
 }
 
+TEST(Gather, LinkCountersOfEveryNetdevWithItsRdmaPort) {
+  TempDir sys;
+  sys.write("class/net/eth9/statistics/tx_bytes", "4096");
+  sys.write("class/net/eth9/statistics/rx_bytes", "8192");
+  sys.write("class/infiniband/mlx5_0/ports/1/counters/port_xmit_data", "100");
+  topology::RdmaPort port;
+  port.device = "mlx5_0";
+  port.netdevs = {"eth9"};
+  const auto c = read_link_counters({testing::netdev("eth9", "up"), testing::netdev("lo", "up")},
+                                    {port}, sys.path());
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c.at("eth9").tx_bytes, 4096u);
+  EXPECT_EQ(c.at("eth9").rx_bytes, 8192u);
+  ASSERT_EQ(c.at("eth9").rdma.size(), 1u);
+  EXPECT_EQ(c.at("eth9").rdma[0].tx_bytes, 400u);  // 4-byte words
+  EXPECT_TRUE(c.at("lo").rdma.empty());
+  EXPECT_FALSE(c.at("lo").tx_bytes.has_value());  // no statistics in this tree
+}
+
 TEST(Gather, ReadsRpFilterAndAcceptLocal) {
   TempDir proc;
   proc.write("sys/net/ipv4/conf/all/rp_filter", "1");

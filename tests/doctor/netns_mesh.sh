@@ -77,11 +77,14 @@ d 198.18.9.4
 HOSTS
 
 set +e
-ns a "$doctor" --hosts "$work/hosts" --probe --probe-time 0.3 --streams 2
+ns a "$doctor" --hosts "$work/hosts" --probe --probe-time 0.3 --streams 2 | tee "$work/text"
 ns a "$doctor" --hosts "$work/hosts" --probe --probe-time 0.3 --streams 2 --json >"$work/json"
 rc=$?
 set -e
 [ $rc -eq 1 ] || { echo "expected exit 1 (MTU mismatch on a-c), got $rc"; exit 1; }
+for want in 'Cable counters' '  srab: sent ' '  srac: sent ' 'ok    peer-cable  *b .*direct over srab '; do
+  grep -q -- "$want" "$work/text" || { echo "the text report lacks '$want'"; exit 1; }
+done
 python3 - "$work/json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -102,5 +105,14 @@ assert fails == {("mtu", "c")}, fails
 # relay; the doctor cannot see cables beyond its probed neighbours).
 warns = {(f["check"], f["subject"].split(" ")[0]) for f in doc["checks"] if f["verdict"] == "warn"}
 assert ("peer-cable", "d") in warns, warns
+# The route of every peer, in the checks' words: direct over which cable, or why not.
+assert peers["b"]["route"].startswith("direct over srab "), peers["b"]
+assert peers["c"]["route"].startswith("direct over srac "), peers["c"]
+assert peers["d"]["route"] == "no cable and no route known here", peers["d"]
+# Each mesh interface's byte counters: the probes crossed both cables both ways.
+ifs = {i["name"]: i for i in doc["interfaces"]}
+for n in ("srab", "srac"):
+    cnt = ifs[n]["counters"]
+    assert cnt and cnt["tx_bytes"] > 0 and cnt["rx_bytes"] > 0, (n, cnt)
 print("namespace triangle: map, probes, peer links, MTU mismatch and missing cable all found")
 PY

@@ -41,6 +41,16 @@ Scenario scenario() {
   p.gids.push_back(
       {3, *topology::parse_gid("::ffff:198.18.1.1"), topology::GidType::kRoceV2, "enp1s0f0np0"});
   s.inv.rdma_ports.push_back(p);
+  topology::LinkCounters c;
+  c.ifname = "enp1s0f0np0";
+  c.tx_bytes = 3ull << 30;
+  c.rx_bytes = 5u << 20;
+  topology::RdmaPortCounters rc;
+  rc.device = "rocep1s0f0";
+  rc.tx_bytes = 7ull << 30;
+  rc.rx_bytes = 1u << 30;
+  c.rdma = {rc};
+  s.inv.link_counters[c.ifname] = c;
   s.model = build_model(s.inv);
   s.routes = map_peers({{"b", {addr("198.18.1.2")}}, {"d", {addr("198.18.9.9")}}}, s.inv, s.model);
   CableProbe probe;
@@ -63,9 +73,27 @@ TEST(Report, TextHasEverySection) {
   print_text(out, {s.inv, s.model, s.findings, true, true, s.routes, s.links});
   const std::string text = out.str();
   for (const char* part :
-       {"nccl-mesh-doctor", "spark-a", "Interfaces", "(no IPv4)", "GID choice",
-        "rocep1s0f0 port 1: index 3", "Plugin selection", "NCCL devices", "mesh0:enp1s0f0np0",
-        "RDMA ports", "Mesh map", "NO CABLE", "11000", "Checks", "warn  peer-cable", "fix:"}) {
+       {"nccl-mesh-doctor",
+        "spark-a",
+        "Interfaces",
+        "(no IPv4)",
+        "GID choice",
+        "rocep1s0f0 port 1: index 3",
+        "Plugin selection",
+        "NCCL devices",
+        "mesh0:enp1s0f0np0",
+        "RDMA ports",
+        "Mesh map",
+        "NO CABLE: no route known here",
+        "11000",
+        "Checks",
+        "warn  peer-cable",
+        "fix:",
+        "Cable counters",
+        "enp1s0f0np0: sent 3.0 GiB, received 5.0 MiB; RDMA rocep1s0f0/1 sent 7.0 GiB, received "
+        "1.0 GiB",
+        "srac: not readable",
+        "ok    peer-cable"}) {
     EXPECT_TRUE(contains(text, part)) << part << "\n" << text;
   }
   for (std::istringstream lines(text); !lines.eof();) {
@@ -84,6 +112,11 @@ TEST(Report, JsonHasTheSameContent) {
   EXPECT_EQ(j["selection"]["devices"].size(), 2u);  // PCI NIC + virtual group
   EXPECT_EQ(j["peers"][0]["rails"][0]["probe"]["peer_interface"]["mtu"], 9000);
   EXPECT_TRUE(j["peers"][1]["rails"].empty());
+  EXPECT_EQ(j["peers"][0]["route"], "direct over enp1s0f0np0 198.18.1.1/24 -> 198.18.1.2");
+  EXPECT_EQ(j["peers"][1]["route"], "no cable and no route known here");
+  EXPECT_EQ(j["interfaces"][0]["counters"]["tx_bytes"], 3ull << 30);
+  EXPECT_EQ(j["interfaces"][0]["counters"]["rdma"][0]["tx_bytes"], 7ull << 30);
+  EXPECT_TRUE(j["interfaces"][1]["counters"].is_null());  // srac: not read
   EXPECT_EQ(j["exit_code"], 1);
   EXPECT_EQ(
       j["summary"]["fail"].get<int>(),

@@ -557,6 +557,126 @@ def relay_holders(F, build, topo, hosts, label, env=None):
                     f"{', ' + report.group(0)[:120] if report else ''}; {out.name})")
 
 
+def shortest_relays(topo, x, y) -> list[list[str]]:
+    """The relay hosts, in order, of every shortest route from x to y ([[]] when adjacent)."""
+    hosts = topo.host_names()
+    dist = {x: 0}
+    frontier = [x]
+    while frontier:
+        nxt = []
+        for h in frontier:
+            for g in hosts:
+                if g not in dist and topo.adjacent(h, g):
+                    dist[g] = dist[h] + 1
+                    nxt.append(g)
+        frontier = nxt
+    out = []
+
+    def walk(path):
+        if path[-1] == y:
+            out.append(path[1:-1])
+            return
+        for g in hosts:
+            if dist.get(g) == dist[path[-1]] + 1 and dist[g] <= dist.get(y, -1):
+                walk(path + [g])
+    walk([x])
+    return out
+
+
+def check_route_display(F, topo, job):
+    """The bench shows, for every ordered pair, the route its plugin connection took (read from
+    the plugin's own log lines): "direct over" for hosts joined by a cable, "relayed over ...
+    via rank K" naming the relay hosts of a shortest route otherwise; in the table's header and
+    in --json."""
+    hosts = topo.host_names()
+    routes = (job.ranks[0].result() or {}).get("routes", [])
+    out = job.ranks[0].output()
+    n = len(hosts)
+    F.check(len(routes) == n * (n - 1), f"the bench shows a route for each of the {n * (n - 1)} "
+                                        f"ordered pairs ({len(routes)} in its JSON)")
+    bad = []
+    for r in routes:
+        x, y = hosts[r["src"]], hosts[r["dst"]]
+        head = f"rank {r['src']} -> rank {r['dst']}: "
+        if f"# route {r['text']}" not in out:
+            bad.append(f"{x}->{y}: not in the printed report")
+        if topo.adjacent(x, y):
+            if r["relayed"] or not r["text"].startswith(head + "direct over "):
+                bad.append(f"{x}->{y} (cable): {r['text']}")
+            continue
+        via = [hosts[int(m.group(1))] if m else v
+               for v in r["via"] for m in [re.match(r"rank (\d+) \(", v)]]
+        if not (r["relayed"] and r["text"].startswith(head + "relayed over TCP via rank ")
+                and via in shortest_relays(topo, x, y)):
+            bad.append(f"{x}->{y} (no cable; want via one of {shortest_relays(topo, x, y)}): "
+                       f"via {via}: {r['text']}")
+    F.check(routes and not bad, "route lines: direct pairs say 'direct over', relayed pairs name "
+                                "the relay hosts of a shortest route"
+                                + (": " + "; ".join(bad[:4]) if bad else ""))
+    for r in routes[:n * (n - 1)]:
+        if r["relayed"]:
+            log(f"  route {r['text'][:160]}")
+            break
+
+
+def bench_cables(job) -> dict:
+    """(host, ifname) -> the bench's own report of that cable end's bytes during the run."""
+    hosts = job.hosts
+    return {(hosts[c["rank"]], c["interface"]): c
+            for c in (job.ranks[0].result() or {}).get("cables", [])}
+
+
+def check_cable_display(F, topo, job):
+    """Every cable end of every bench rank is shown with non-zero bytes both ways (every host
+    sends to and hears from every other over its cables, relayed pairs included)."""
+    shown = bench_cables(job)
+    out = job.ranks[0].output()
+    bad = []
+    for h in job.hosts:
+        for c in topo.cables_of(h):
+            e = c.end(h)
+            b = shown.get((h, e.ifname))
+            if b is None or not (b["tx_bytes"] or 0) > 0 or not (b["rx_bytes"] or 0) > 0:
+                bad.append(f"{h}:{e.ifname} {b and b['text']}")
+            elif not re.search(rf"^# cable rank {job.hosts.index(h)} {e.ifname} .*sent ", out, re.M):
+                bad.append(f"{h}:{e.ifname} not printed")
+    F.check(shown and not bad, f"the bench shows every rank's cables with non-zero bytes sent and "
+                               f"received ({len(shown)} cable ends)"
+                               + (": " + "; ".join(bad[:4]) if bad else ""))
+
+
+def check_relay_named(F, topo, job, relays):
+    """A pair whose relays run no bench rank: the bench's route names them by their addresses
+    (the plugin's host labels), the hosts of one shortest route, in order."""
+    by_addr = {str(a.ip): h for h in topo.host_names() for i in topo.ifaces(h)
+               if i.kind != "mgmt" for a in i.addrs}
+    r = next((r for r in (job.ranks[0].result() or {}).get("routes", [])
+              if (r["src"], r["dst"]) == (0, 1)), None)
+    via = [by_addr.get(v.split("+")[0]) for v in (r or {}).get("via", [])]
+    x, y = job.hosts
+    F.check(bool(r) and r["relayed"] and via in shortest_relays(topo, x, y)
+            and all(h in relays for h in via),
+            f"{x}->{y}: the bench's route names the relay host(s) {via} "
+            f"({r['text'][:140] if r else 'no route in the JSON'})")
+
+
+def check_relay_cable_bytes(F, topo, job, d, ends):
+    """A relayed pair's bench shows its bytes on the cables its route leaves and arrives on, and
+    its numbers are the interfaces' own: at most what the harness counted around the whole job
+    (the bench's window lies inside it) and at least 90% of it (the payload dominates both)."""
+    shown = bench_cables(job)
+    bad = []
+    for h, ifn in ends:
+        b = shown.get((h, ifn))
+        mine = (b["tx_bytes"] or 0) + (b["rx_bytes"] or 0) if b else 0
+        theirs = iface_bytes(d, h, ifn)
+        if not (0.9 * theirs <= mine <= theirs and mine > 0):
+            bad.append(f"{h}:{ifn} bench {fmt_bytes(mine)} vs harness {fmt_bytes(theirs)}")
+    F.check(not bad, f"the bench's per-cable bytes on the route's cables "
+                     f"({', '.join(f'{h}:{i}' for h, i in ends)}) are non-zero and match the "
+                     f"interface counters (90-100%)" + (": " + "; ".join(bad) if bad else ""))
+
+
 def all_pairs_run(F, build, topo, label, sizes=RELAY_SIZES):
     """One bench rank per host, every ordered pair verified (relayed where not adjacent);
     returns rank 0's rows."""
@@ -580,6 +700,8 @@ def all_pairs_run(F, build, topo, label, sizes=RELAY_SIZES):
     F.check(relayed >= want_relayed, f"the log names the route of each relayed connection "
                                      f"({relayed} lines, >= {want_relayed} non-adjacent ordered "
                                      f"pairs)")
+    check_route_display(F, topo, job)
+    check_cable_display(F, topo, job)
     return rows, job
 
 
@@ -648,6 +770,13 @@ def ring4(F, build, prefix):
             F.check(min(one) >= 0.8 * max(one) and min(other) >= 0.8 * max(other),
                     f"{x}<->{y}: each route's two cables carry the same bytes (spliced, not lost)")
             check_mgmt_quiet(F, topo, d, payload, f"{x}<->{y}")
+            check_relay_named(F, topo, job, [left, right])
+            check_relay_cable_bytes(F, topo, job, d,
+                                    [(h, c.end(h).ifname) for h, c in
+                                     ((x, topo.cables_between(x, left)[0]),
+                                      (x, topo.cables_between(x, right)[0]),
+                                      (y, topo.cables_between(y, left)[0]),
+                                      (y, topo.cables_between(y, right)[0]))])
         # Plugin processes on every host first: the bench ranks on a and c find the relay port
         # taken, stand by, and hand their sockets to their host's agent (one more local hop).
         with relay_holders(F, build, topo, ["a", "b", "c", "d"], "ring4-ac-standby"):
@@ -684,6 +813,10 @@ def line5(F, build, prefix):
                     f"a<->e: every cable of a-b-c-d-e carried >= 95% of the payload "
                     f"({', '.join(fmt_bytes(b) for b in hops)}; payload {fmt_bytes(payload)})")
             check_mgmt_quiet(F, topo, d, payload, "a<->e")
+            check_relay_named(F, topo, job, ["b", "c", "d"])
+            check_relay_cable_bytes(F, topo, job, d,
+                                    [("a", topo.cables_between("a", "b")[0].end("a").ifname),
+                                     ("e", topo.cables_between("d", "e")[0].end("e").ifname)])
 
 
 def relay_fault_case(F, build, prefix, fault: str):

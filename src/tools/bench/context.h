@@ -29,6 +29,9 @@ struct PeerLink {
   void* listen_comm = nullptr;
   void* send_comm = nullptr;
   void* recv_comm = nullptr;
+  // What the plugin logged during connect() / accept() for this peer (route_log.h).
+  std::vector<std::string> send_log;
+  std::vector<std::string> recv_log;
 
   // TCP baseline: one socket per pair, opened by the lower rank from the address its topology
   // choice gives (path), used in both directions.
@@ -52,9 +55,10 @@ struct Context {
 
   LocalNet local_net;
   std::unique_ptr<Rendezvous> rdv;
-  std::vector<std::string> hosts;       // per rank
-  std::vector<PeerLink> links;          // index = peer rank; links[rank] unused
-  std::vector<std::string> path_lines;  // this rank's "which cable" lines
+  std::vector<std::string> hosts;                    // per rank
+  std::vector<std::vector<std::string>> rank_addrs;  // per rank: its mesh addresses ("a.b.c.d")
+  std::vector<PeerLink> links;                       // index = peer rank; links[rank] unused
+  std::vector<std::string> path_lines;               // this rank's "which cable" lines
 
   uint64_t mismatches = 0;
 

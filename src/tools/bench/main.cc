@@ -18,6 +18,7 @@
 #include "pairs.h"
 #include "report.h"
 #include "ring.h"
+#include "routes.h"
 #include "stream.h"
 #include "wait.h"
 
@@ -61,6 +62,10 @@ int run_rank(Context& ctx) {
   set_my_rank(ctx.rank);
   setup(ctx);
 
+  // The cables' counters around the pattern only: what the measurement itself moved (plus
+  // whatever else crossed those cables meanwhile, relayed traffic of other pairs included).
+  const CableSampler cables(ctx);
+  const auto cables_before = cables.sample();
   std::vector<Row> rows;
   if (ctx.opt.duration > 0) {
     rows = run_stream(ctx);
@@ -69,11 +74,14 @@ int run_rank(Context& ctx) {
   } else {
     rows = run_pairs(ctx);
   }
+  const auto cables_after = cables.sample();
 
   // Everything to rank 0; everybody learns the global mismatch count (and exits 2 if any).
   json mine;
   mine["mismatches"] = ctx.mismatches;
   mine["paths"] = ctx.path_lines;
+  mine["routes"] = routes_json(ctx);
+  mine["cables"] = cables_json(ctx, cables_before, cables_after);
   json jr = json::array();
   for (const auto& r : rows) jr.push_back(row_to_json(r));
   mine["rows"] = jr;
@@ -81,12 +89,20 @@ int run_rank(Context& ctx) {
   RunSummary summary;
   summary.hosts = ctx.hosts;
   std::vector<Row> all_rows;
+  std::vector<json> routes, cable_deltas;
   for (const auto& s : all) {
     const auto j = json::parse(s);
     summary.mismatches += j.at("mismatches").get<uint64_t>();
     for (const auto& l : j.at("paths")) summary.path_lines.push_back(l.get<std::string>());
     for (const auto& r : j.at("rows")) all_rows.push_back(row_from_json(r));
+    routes.push_back(j.at("routes"));
+    cable_deltas.push_back(j.at("cables"));
   }
+  summary.routes = pair_routes(routes, ctx.rank_addrs);
+  summary.cable_lines = cable_lines(cable_deltas);
+  summary.cables = json::array();
+  for (const auto& c : cable_deltas)
+    summary.cables.insert(summary.cables.end(), c.begin(), c.end());
   if (ctx.rank == 0) {
     const auto merged = merge_rows(all_rows);
     print_report(ctx, summary, merged);

@@ -30,6 +30,13 @@ LocalNet discover_local_net() {
   return net;
 }
 
+std::string interface_of(const LocalNet& net, uint32_t addr) {
+  for (const auto& i : net.used) {
+    if (i.addr.addr == addr) return i.name;
+  }
+  return "";
+}
+
 std::string BaselinePath::describe() const {
   if (!ok) return "none (" + why + ")";
   return fmt::format("{} {} -> {}", local_ifname, format_prefix(local), format_ipv4(peer_addr));

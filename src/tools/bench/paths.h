@@ -25,6 +25,9 @@ struct LocalNet {
 // Reads the interfaces and applies NCCL_MESH_IFNAME exactly like the plugin.
 LocalNet discover_local_net();
 
+// The name of the used interface holding `addr` (host order), "" when none does.
+std::string interface_of(const LocalNet& net, uint32_t addr);
+
 struct BaselinePath {
   bool ok = false;
   std::string why;  // when !ok

@@ -41,10 +41,28 @@ int log_threshold() {
   return threshold;
 }
 
-// The logger handed to init(): the plugin's WARN/INFO lines on stderr, prefixed with the rank.
+// Set while this thread runs a connect() or accept() that keeps its log lines (route_log.h).
+thread_local std::vector<std::string>* t_capture = nullptr;
+
+// Keeps the lines a plugin call logs on this thread, for the duration of the call.
+class CaptureScope {
+ public:
+  explicit CaptureScope(std::vector<std::string>* into) : prev_(t_capture) { t_capture = into; }
+  ~CaptureScope() { t_capture = prev_; }
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+
+ private:
+  std::vector<std::string>* prev_;
+};
+
+// The logger handed to init(): the plugin's WARN/INFO lines on stderr, prefixed with the rank,
+// and every line (whatever NCCL_DEBUG says) into the capture of the call that logged it.
 extern "C" void bench_logger(ncclDebugLogLevel level, unsigned long /*flags*/, const char* file,
                              int line, const char* format, ...) {
-  if (static_cast<int>(level) > log_threshold() || level == NCCL_LOG_NONE) return;
+  if (level == NCCL_LOG_NONE) return;
+  const bool print = static_cast<int>(level) <= log_threshold();
+  if (!print && t_capture == nullptr) return;
   const char* tag = level == NCCL_LOG_WARN    ? "WARN"
                     : level == NCCL_LOG_INFO  ? "INFO"
                     : level == NCCL_LOG_TRACE ? "TRACE"
@@ -55,6 +73,8 @@ extern "C" void bench_logger(ncclDebugLogLevel level, unsigned long /*flags*/, c
   va_start(ap, format);
   std::vsnprintf(msg, sizeof msg, format, ap);
   va_end(ap);
+  if (t_capture != nullptr) t_capture->emplace_back(msg);
+  if (!print) return;
   std::fprintf(stderr, "[rank %d] NCCL %s %s:%d %s\n", my_rank(), tag, file ? file : "?", line,
                msg);
 }
@@ -170,7 +190,8 @@ void* Plugin::listen(int dev, void* handle, int peer) {
   return comm;
 }
 
-void* Plugin::connect(int dev, void* handle, int peer) {
+void* Plugin::connect(int dev, void* handle, int peer, std::vector<std::string>* log) {
+  const CaptureScope capture(log);
   void* comm = nullptr;
   // A host plugin must leave the device handle alone; NCCL passes a pointer to NULL.
   ncclNetDeviceHandle_v11_t* dev_handle = nullptr;
@@ -183,7 +204,8 @@ void* Plugin::connect(int dev, void* handle, int peer) {
   return comm;
 }
 
-void* Plugin::accept(void* listen_comm, int peer) {
+void* Plugin::accept(void* listen_comm, int peer, std::vector<std::string>* log) {
+  const CaptureScope capture(log);
   void* comm = nullptr;
   ncclNetDeviceHandle_v11_t* dev_handle = nullptr;
   const ncclResult_t r = net_->accept(listen_comm, &comm, &dev_handle);

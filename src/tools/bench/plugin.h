@@ -37,9 +37,10 @@ class Plugin {
   int devices();
   ncclNetProperties_v11_t properties(int dev);
   void* listen(int dev, void* handle, int peer);
-  // NULL: not connected yet, call again with the same handle buffer.
-  void* connect(int dev, void* handle, int peer);
-  void* accept(void* listen_comm, int peer);
+  // NULL: not connected yet, call again with the same handle buffer. `log`, when given, gets
+  // every line the plugin logs during the call (route_log.h reads the route from them).
+  void* connect(int dev, void* handle, int peer, std::vector<std::string>* log = nullptr);
+  void* accept(void* listen_comm, int peer, std::vector<std::string>* log = nullptr);
   void* reg_mr(void* comm, void* data, size_t size, int peer);
   void dereg_mr(void* comm, void* mhandle, int peer);
   // NULL: the plugin cannot post now (e.g. 32 in flight), retry later.

@@ -225,6 +225,13 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
              opt.bidir && !ring && !stream ? " --bidir" : "", opt.window,
              opt.verify ? "on" : "off");
   for (const auto& l : summary.path_lines) fmt::print("# {}\n", l);
+  for (const auto& r : summary.routes) fmt::print("# route {}\n", r.at("text").get<std::string>());
+  if (!summary.cable_lines.empty()) {
+    fmt::print(
+        "# cables: what each rank's mesh interfaces carried during the measurement (the "
+        "interface's counters: relayed traffic included)\n");
+  }
+  for (const auto& l : summary.cable_lines) fmt::print("# {}\n", l);
   const auto names = baseline_names(rows);
   if (!names.empty() && ring) {
     fmt::print("# ratio = plugin busbw / {} busbw: above 1 = plugin faster\n", names.front());
@@ -336,6 +343,8 @@ void write_json(const Context& ctx, const RunSummary& summary, const std::vector
   j["duration_s"] = opt.duration;
   j["mismatches"] = summary.mismatches;
   j["paths"] = summary.path_lines;
+  j["routes"] = summary.routes;
+  j["cables"] = summary.cables;
   json out_rows = json::array();
   for (const auto& r : rows) out_rows.push_back(row_to_json(r));
   j["rows"] = out_rows;

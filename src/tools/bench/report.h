@@ -58,6 +58,9 @@ struct RunSummary {
   std::vector<std::string> path_lines;  // every rank's
   uint64_t mismatches = 0;              // all ranks together
   std::vector<std::string> hosts;
+  nlohmann::json routes;                 // routes.h pair_routes(): one entry per ordered pair
+  nlohmann::json cables;                 // every rank's cables_json() entries
+  std::vector<std::string> cable_lines;  // routes.h cable_lines()
 };
 
 // Rank 0: header, table, files.

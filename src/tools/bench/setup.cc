@@ -117,12 +117,15 @@ void connect_plugin(Context& ctx) {
     bool moved = false;
     for (auto& l : ctx.links) {
       if (l.peer < 0) continue;
+      // Each call's lines replace the last call's: the call that returns the comm logs its route.
       if (l.send_comm == nullptr) {
-        l.send_comm = ctx.net->connect(ctx.opt.dev, l.connect_handle.data(), l.peer);
+        l.send_log.clear();
+        l.send_comm = ctx.net->connect(ctx.opt.dev, l.connect_handle.data(), l.peer, &l.send_log);
         moved |= l.send_comm != nullptr;
       }
       if (l.recv_comm == nullptr) {
-        l.recv_comm = ctx.net->accept(l.listen_comm, l.peer);
+        l.recv_log.clear();
+        l.recv_comm = ctx.net->accept(l.listen_comm, l.peer, &l.recv_log);
         if (l.recv_comm != nullptr) {
           // One listenComm serves one connection: NCCL closes it right after accept.
           ctx.net->close_listen(l.listen_comm, l.peer);
@@ -139,13 +142,6 @@ void connect_plugin(Context& ctx) {
       w.idle();
     }
   }
-}
-
-std::string ifname_of(const LocalNet& net, uint32_t addr) {
-  for (const auto& i : net.used) {
-    if (i.addr.addr == addr) return i.name;
-  }
-  return "?";
 }
 
 // Lower rank connects to higher rank, from the local address the topology code picks.
@@ -210,7 +206,8 @@ void connect_tcp(Context& ctx, Fd& listener, const std::vector<json>& blobs) {
     if (l.peer < 0 || !l.tcp) continue;
     l.tcp_local = local_endpoint(l.tcp.get());
     l.tcp_remote = remote_endpoint(l.tcp.get());
-    l.tcp_ifname = ifname_of(ctx.local_net, local_addr(l.tcp.get()));
+    const std::string itf = interface_of(ctx.local_net, local_addr(l.tcp.get()));
+    l.tcp_ifname = itf.empty() ? std::string("?") : itf;
     ctx.path_lines.push_back(
         fmt::format("rank {} peer {}: tcp baseline via {} {} -> {}{}", ctx.rank, l.peer,
                     l.tcp_ifname, l.tcp_local, l.tcp_remote,
@@ -273,9 +270,12 @@ void setup(Context& ctx) {
   std::vector<json> blobs;
   for (const auto& s : all) blobs.push_back(json::parse(s));
   ctx.hosts.clear();
+  ctx.rank_addrs.clear();
   for (int p = 0; p < ctx.nranks; ++p) {
     const auto& b = blobs[static_cast<size_t>(p)];
     ctx.hosts.push_back(b.at("host").get<std::string>());
+    auto& addrs = ctx.rank_addrs.emplace_back();
+    for (const auto& i : b.at("ifaces")) addrs.push_back(format_ipv4(i.at("addr").get<uint32_t>()));
     if (p == ctx.rank) continue;
     from_hex(b.at("handles").at(std::to_string(ctx.rank)).get<std::string>(),
              ctx.link(p).connect_handle.data(), NCCL_NET_HANDLE_MAXSIZE);

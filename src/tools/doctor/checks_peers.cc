@@ -15,11 +15,6 @@ std::string peer_label(const PeerRoute& r) {
   return r.peer.name == addrs ? r.peer.name : r.peer.name + " (" + addrs + ")";
 }
 
-std::string rail_label(const Model& m, const topology::Rail& rail) {
-  return m.selection.used[rail.local_index].name + " " + format_prefix(rail.local) + " -> " +
-         format_ipv4(rail.peer_addr);
-}
-
 constexpr const char* kCableFix =
     "cable the two hosts and put both ends in one subnet (198.18.<n>.1/24 here, 198.18.<n>.2/24 "
     "there) for full speed";
@@ -36,18 +31,9 @@ Finding no_cable_finding(const Inventory& inv, const PeerRoute& r, const RelayPl
             std::string(kCableFix) + ", or unset NCCL_MESH_RELAY to relay through other hosts"};
   }
   if (plan.found) {
-    std::string via;
-    for (const std::string& v : plan.via) via += (via.empty() ? "" : " -> ") + v;
-    return {
-        id, Verdict::kWarn, peer_label(r),
-        "no cable: the plugin relays over TCP via " + via + " (" +
-            std::to_string(plan.via.size() + 1) + " cables" +
-            (plan.equal_cost_first_hops > 1
-                 ? ", " + std::to_string(plan.equal_cost_first_hops) + " equal-cost ways, all used"
-                 : std::string()) +
-            ")",
-        std::string(kCableFix) +
-            "; relaying needs a plugin process on every host of the route (docs/relay.md)"};
+    return {id, Verdict::kWarn, peer_label(r), "no cable: " + describe_relay(plan),
+            std::string(kCableFix) +
+                "; relaying needs a plugin process on every host of the route (docs/relay.md)"};
   }
   // The doctor sees its own cables and, after --probe, its neighbours' interfaces: a route it
   // cannot find may still exist through hosts further away, so this is no failure.
@@ -92,12 +78,7 @@ Findings check_peer_cables(const Inventory& inv, const Model& m,
       out.push_back(no_cable_finding(inv, r, plans[i], probed));
       continue;
     }
-    std::string rails;
-    for (const topology::Rail& rail : r.rails) {
-      rails += (rails.empty() ? "" : "; ") + rail_label(m, rail);
-    }
-    out.push_back({id, Verdict::kOk, peer_label(r),
-                   std::to_string(r.rails.size()) + " rail(s): " + rails, ""});
+    out.push_back({id, Verdict::kOk, peer_label(r), describe_direct(m, r.rails), ""});
   }
   return out;
 }
@@ -111,7 +92,7 @@ Findings check_peer_probes(const Inventory& inv, const Model& m,
       const CableProbe& p = r.probes[i];
       const topology::Rail& rail = r.rails[i];
       const topology::Interface& local = m.selection.used[rail.local_index];
-      const std::string subject = peer_label(r) + " via " + rail_label(m, rail);
+      const std::string subject = peer_label(r) + " via " + describe_rail(m, rail);
       if (!p.ok) {
         out.push_back({"peer-probe", Verdict::kFail, subject, p.error,
                        "run `nccl-mesh-doctor --serve` on the peer (same --port) and let that "

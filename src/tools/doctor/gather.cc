@@ -107,6 +107,17 @@ std::set<std::string> read_modules(const std::string& proc_root, const std::stri
   return out;
 }
 
+std::map<std::string, topology::LinkCounters> read_link_counters(
+    const std::vector<Netdev>& netdevs, const std::vector<topology::RdmaPort>& rdma_ports,
+    const std::string& sysfs_root) {
+  std::map<std::string, topology::LinkCounters> out;
+  for (const Netdev& n : netdevs) {
+    out[n.name] = topology::read_link_counters(
+        n.name, topology::ports_for_netdev(rdma_ports, n.name), sysfs_root);
+  }
+  return out;
+}
+
 Inventory gather_inventory(const GatherOptions& opts) {
   Inventory inv;
   char host[HOST_NAME_MAX + 1] = {};
@@ -117,6 +128,7 @@ Inventory gather_inventory(const GatherOptions& opts) {
   inv.netdevs = read_netdevs(opts.sysfs_root);
   inv.rdma_ports = topology::discover_rdma_ports(opts.sysfs_root);
   inv.sysctls = read_ipv4_conf_sysctls(opts.proc_root, inv.netdevs);
+  inv.link_counters = read_link_counters(inv.netdevs, inv.rdma_ports, opts.sysfs_root);
   inv.env = nccl_environment();
   // The same object the plugin would build in this process from this environment.
   inv.settings = mesh::settings();

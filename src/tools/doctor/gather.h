@@ -23,6 +23,10 @@ Inventory gather_inventory(const GatherOptions& opts = {});
 std::vector<Netdev> read_netdevs(const std::string& sysfs_root);
 std::map<std::string, std::string> read_ipv4_conf_sysctls(const std::string& proc_root,
                                                           const std::vector<Netdev>& netdevs);
+// Each netdev's byte counters and those of the RDMA ports on it (topology/link_counters.h).
+std::map<std::string, topology::LinkCounters> read_link_counters(
+    const std::vector<Netdev>& netdevs, const std::vector<topology::RdmaPort>& rdma_ports,
+    const std::string& sysfs_root);
 std::set<std::string> read_modules(const std::string& proc_root, const std::string& sysfs_root);
 
 }  // namespace mesh::doctor

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "topology/interface.h"
+#include "topology/link_counters.h"
 #include "topology/rdma_sysfs.h"
 #include "util/settings.h"
 
@@ -34,6 +35,8 @@ struct Inventory {
   std::vector<topology::Interface> interfaces;  // one per IPv4 address (discover_interfaces)
   std::vector<Netdev> netdevs;                  // every netdev, sorted by name
   std::vector<topology::RdmaPort> rdma_ports;   // discover_rdma_ports
+  // Byte counters of every netdev (and of the RDMA ports on it), keyed by netdev name.
+  std::map<std::string, topology::LinkCounters> link_counters;
   // Values under /proc/sys, keyed by sysctl name: "net.ipv4.conf.all.rp_filter" -> "1".
   std::map<std::string, std::string> sysctls;
   std::map<std::string, std::string> env;  // the NCCL_* variables of this process

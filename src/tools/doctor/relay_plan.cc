@@ -16,6 +16,29 @@ void add_addr(relay::HostEntry* h, const Ipv4Prefix& a) {
 
 }  // namespace
 
+std::string describe_relay(const RelayPlan& plan) {
+  std::string via;
+  for (const std::string& v : plan.via) via += (via.empty() ? "" : " -> ") + v;
+  return "relayed over TCP via " + via + " (" + std::to_string(plan.via.size() + 1) + " cables" +
+         (plan.equal_cost_first_hops > 1
+              ? ", " + std::to_string(plan.equal_cost_first_hops) + " equal-cost ways, all used"
+              : std::string()) +
+         ")";
+}
+
+std::string describe_rail(const Model& model, const topology::Rail& rail) {
+  return model.selection.used[rail.local_index].name + " " + format_prefix(rail.local) + " -> " +
+         format_ipv4(rail.peer_addr);
+}
+
+std::string describe_direct(const Model& model, const std::vector<topology::Rail>& rails) {
+  std::string out;
+  for (const topology::Rail& rail : rails)
+    out += (out.empty() ? "" : "; ") + describe_rail(model, rail);
+  return "direct over " +
+         (rails.size() == 1 ? out : std::to_string(rails.size()) + " cables: " + out);
+}
+
 std::vector<RelayPlan> plan_relays(const Model& model, const std::vector<PeerRoute>& routes) {
   // Host 1 is this host, host i + 2 is routes[i]. Ids are only labels here: the plugin derives
   // them from the address set, and find_route never looks inside them.

@@ -20,6 +20,16 @@ struct RelayPlan {
   std::string why;                   // when not found: what is missing (from find_route)
 };
 
+// "relayed over TCP via B -> C (3 cables, 2 equal-cost ways, all used)" for a found plan; the
+// words the peer-cable check, the mesh map and the JSON all use.
+std::string describe_relay(const RelayPlan& plan);
+
+// "eth0 198.18.1.1/24 -> 198.18.1.2": one cable as connect() would use it.
+std::string describe_rail(const Model& model, const topology::Rail& rail);
+
+// "direct over eth0 198.18.1.1/24 -> 198.18.1.2" (one cable) or "direct over 2 cables: ...; ...".
+std::string describe_direct(const Model& model, const std::vector<topology::Rail>& rails);
+
 // One entry per route, in the same order; filled only for peers without a cable to this host.
 std::vector<RelayPlan> plan_relays(const Model& model, const std::vector<PeerRoute>& routes);
 

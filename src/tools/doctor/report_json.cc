@@ -1,5 +1,7 @@
 // The --json report: the same content as the text report, as one document for scripts.
+#include "tools/common/link_counters_json.h"
 #include "tools/doctor/host_order.h"
+#include "tools/doctor/relay_plan.h"
 #include "tools/doctor/report.h"
 
 #ifndef MESH_DOCTOR_VERSION
@@ -20,6 +22,12 @@ json optional_int(int v) {
 json gid_json(const topology::GidChoice& g) {
   return {
       {"index", g.index ? json(*g.index) : json(nullptr)}, {"use_lid", g.use_lid}, {"why", g.why}};
+}
+
+// The netdev's byte counters now (since it came up) and its RDMA ports' own; null when unread.
+json counters_json(const Inventory& inv, const std::string& name) {
+  const auto it = inv.link_counters.find(name);
+  return it == inv.link_counters.end() ? json(nullptr) : tools::link_counters_json(it->second);
 }
 
 json interfaces_json(const Report& r) {
@@ -47,7 +55,8 @@ json interfaces_json(const Report& r) {
                    {"numa_node", optional_int(itf.numa_node)},
                    {"used", v.used},
                    {"excluded_why", v.excluded_why},
-                   {"rdma", rdma}});
+                   {"rdma", rdma},
+                   {"counters", counters_json(r.inv, itf.name)}});
   }
   return out;
 }
@@ -127,7 +136,9 @@ json peer_interface_json(const PeerInterface& i) {
 
 json peers_json(const Report& r) {
   json out = json::array();
-  for (const PeerRoute& route : r.routes) {
+  const std::vector<RelayPlan> plans = plan_relays(r.model, r.routes);
+  for (size_t ri = 0; ri < r.routes.size(); ++ri) {
+    const PeerRoute& route = r.routes[ri];
     json addrs = json::array();
     for (uint32_t a : route.peer.addrs) addrs.push_back(format_ipv4(a));
     json rails = json::array();
@@ -160,6 +171,11 @@ json peers_json(const Report& r) {
                    {"addrs", addrs},
                    {"self", route.self},
                    {"rails", rails},
+                   {"route", route.self             ? "this host"
+                             : !route.rails.empty() ? describe_direct(r.model, route.rails)
+                             : plans[ri].found      ? describe_relay(plans[ri])
+                                                    : "no cable and no route known here"},
+                   {"relay_via", plans[ri].via},
                    {"unused_reach", route.unused_reach}});
   }
   return out;

@@ -9,6 +9,7 @@
 #include "tools/doctor/report.h"
 
 #include "tools/doctor/host_order.h"
+#include "tools/doctor/relay_plan.h"
 
 #ifndef MESH_DOCTOR_VERSION
 #define MESH_DOCTOR_VERSION "dev"
@@ -153,6 +154,22 @@ void print_selection(std::ostream& out, const Report& r) {
   }
   for (const std::string& note : m.selection.notes) out << "  skips  " << wrap(note, 9, 9) << "\n";
 
+  // What each cable has carried: a relay host's cables count the traffic it relays too.
+  out << "\nCable counters (bytes since each interface came up; RDMA ports' own counters where "
+         "the NIC keeps RDMA off the netdev's)\n";
+  std::vector<std::string> shown;
+  for (const Interface& itf : m.selection.used) {
+    if (std::find(shown.begin(), shown.end(), itf.name) != shown.end()) continue;
+    shown.push_back(itf.name);
+    const auto it = r.inv.link_counters.find(itf.name);
+    const std::string head = "  " + itf.name + ": ";
+    out << head
+        << wrap(it == r.inv.link_counters.end() ? "not readable"
+                                                : topology::describe_link_counters(it->second),
+                head.size(), 6)
+        << "\n";
+  }
+
   out << "\nNCCL devices (one per NUMA-local group; connect() routes by peer address)\n";
   if (m.devices.empty()) out << "  none: NCCL would find no device of this plugin\n";
   for (const topology::NetDevice& d : m.devices) {
@@ -196,7 +213,9 @@ void print_peers(std::ostream& out, const Report& r) {
   std::vector<std::vector<std::string>> rows = {{"PEER", "PEER ADDR", "LOCAL INTERFACE", "PEER IF",
                                                  "MTU here/peer", "RTT us", "SEND MB/s",
                                                  "RECV MB/s"}};
-  for (const PeerRoute& route : r.routes) {
+  const std::vector<RelayPlan> plans = plan_relays(r.model, r.routes);
+  for (size_t ri = 0; ri < r.routes.size(); ++ri) {
+    const PeerRoute& route = r.routes[ri];
     std::string addrs;
     for (uint32_t a : route.peer.addrs)
       addrs.append(addrs.empty() ? "" : ",").append(format_ipv4(a));
@@ -205,7 +224,10 @@ void print_peers(std::ostream& out, const Report& r) {
       continue;
     }
     if (route.rails.empty()) {
-      rows.push_back({route.peer.name, addrs, "NO CABLE (no common subnet)", "", "", "", "", ""});
+      rows.push_back({route.peer.name, addrs,
+                      "NO CABLE: " + (plans[ri].found ? describe_relay(plans[ri])
+                                                      : std::string("no route known here")),
+                      "", "", "", "", ""});
       continue;
     }
     for (size_t i = 0; i < route.rails.size(); ++i) {
