@@ -98,8 +98,9 @@ TEST(PeerCable, RingShowsTheRelayedRouteAndItsTwoWays) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].verdict, Verdict::kOk);
   EXPECT_EQ(out[1].verdict, Verdict::kWarn);
-  EXPECT_TRUE(contains(out[1].message, "relayed over TCP via B") ||
-              contains(out[1].message, "relayed over TCP via D"))
+  EXPECT_TRUE(
+      contains(out[1].message, "relayed over RDMA (where both cables have RDMA) or TCP via B") ||
+      contains(out[1].message, "relayed over RDMA (where both cables have RDMA) or TCP via D"))
       << out[1].message;
   EXPECT_TRUE(contains(out[1].message, "2 cables, 2 equal-cost ways")) << out[1].message;
   EXPECT_EQ(out[2].verdict, Verdict::kOk);

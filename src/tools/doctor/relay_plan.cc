@@ -19,7 +19,12 @@ void add_addr(relay::HostEntry* h, const Ipv4Prefix& a) {
 std::string describe_relay(const RelayPlan& plan) {
   std::string via;
   for (const std::string& v : plan.via) via += (via.empty() ? "" : " -> ") + v;
-  return "relayed over TCP via " + via + " (" + std::to_string(plan.via.size() + 1) + " cables" +
+  // One relay host: the plugin relays over RDMA when both cables of the route have RDMA ports
+  // (docs/relay.md, "RDMA relay"); longer routes always go over TCP.
+  const std::string how = plan.via.size() == 1
+                              ? "relayed over RDMA (where both cables have RDMA) or TCP via "
+                              : "relayed over TCP via ";
+  return how + via + " (" + std::to_string(plan.via.size() + 1) + " cables" +
          (plan.equal_cost_first_hops > 1
               ? ", " + std::to_string(plan.equal_cost_first_hops) + " equal-cost ways, all used"
               : std::string()) +
