@@ -171,7 +171,8 @@ void Plugin::start_relay_agent() {
   relay::AgentConfig cfg;
   cfg.port = static_cast<uint16_t>(s.relay_port);
   cfg.interfaces = selection_.used;
-  cfg.emulated = !s.emulate.empty();
+  // An emulated host, or a process that plays a host of its own (NCCL_MESH_RELAY_SCOPE=process).
+  cfg.bind_interface_addresses = !s.emulate.empty() || s.relay_scope == RelayScope::kProcess;
   cfg.user_timeout_ms = s.tcp_user_timeout_ms;
   cfg.connect_timeout_ms = std::min<int64_t>(s.connect_timeout_ms, 10000);
   std::string why;

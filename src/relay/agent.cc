@@ -144,7 +144,7 @@ void Agent::stop() {
 bool Agent::try_bind() {
   last_bind_try_ms_ = monotonic_ms();
   std::vector<uint32_t> addrs;
-  if (config_.emulated) {
+  if (config_.bind_interface_addresses) {
     for (const auto& i : config_.interfaces) addrs.push_back(i.addr.addr);
   } else {
     addrs.push_back(0);
@@ -180,7 +180,7 @@ bool Agent::try_bind() {
     if (!s.valid()) continue;
     const int one = 1;
     setsockopt(s.get(), SOL_SOCKET, SO_BROADCAST, &one, sizeof(one));
-    if (!config_.emulated) bind_to_rail_device(s.get(), a.addr);
+    bind_to_rail_device(s.get(), a.addr);  // a no-op unless another interface shares the subnet
     const sockaddr_in sa = make_sockaddr(a.addr, 0);
     if (bind(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) continue;
     udp_send_.emplace_back(std::move(s), i);
@@ -207,7 +207,10 @@ bool Agent::try_bind() {
   std::string mine;
   for (const auto& i : config_.interfaces)
     mine += (mine.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
-  MESH_INFO(NCCL_INIT | NCCL_NET, "relay: this process is the host's relay agent on port %u (%s)",
+  MESH_INFO(NCCL_INIT | NCCL_NET, "relay: this process is %s on port %u (%s)",
+            config_.bind_interface_addresses
+                ? "a relay agent of its own, bound to its interfaces' addresses"
+                : "the host's relay agent",
             config_.port, mine.c_str());
   return true;
 }
@@ -277,7 +280,7 @@ void Agent::read_beacons(int fd, int64_t now) {
 HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
                            std::string* why, int64_t since_ms) {
   if (!bound_) {
-    if (config_.emulated || config_.interfaces.empty()) {
+    if (config_.bind_interface_addresses || config_.interfaces.empty()) {
       *why = "this process's relay agent could not bind port " + std::to_string(config_.port) +
              " on its addresses (another process holds it?)";
       return HopStatus::kWait;
@@ -514,7 +517,7 @@ void Agent::route_request(Pending* p, int64_t now) {
     finish_pending(p, ReplyCode::kBusy, "socket: " + errno_text(errno));
     return;
   }
-  if (!config_.emulated) bind_to_rail_device(p->down.get(), local.addr);
+  bind_to_rail_device(p->down.get(), local.addr);
   const sockaddr_in la = make_sockaddr(local.addr, 0), pa = make_sockaddr(peer, port);
   if (bind(p->down.get(), reinterpret_cast<const sockaddr*>(&la), sizeof(la)) != 0 ||
       (::connect(p->down.get(), reinterpret_cast<const sockaddr*>(&pa), sizeof(pa)) != 0 &&

@@ -1,8 +1,10 @@
 // The host's relay agent (docs/relay.md). Every plugin process starts one; the process whose
 // agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on 0.0.0.0, without SO_REUSEPORT: one winner
 // per host or namespace) is the host's agent, the others stand by and retry the bind every
-// second, so a host relays while any plugin process lives on it. Under NCCL_MESH_EMULATE each
-// process binds its own emulated addresses instead (one emulated host per process).
+// second, so a host relays while any plugin process lives on it. With bind_interface_addresses
+// (NCCL_MESH_EMULATE, NCCL_MESH_RELAY_SCOPE=process) each process binds its own interfaces'
+// addresses instead and is an agent of its own: one "host" per process, for tests that put
+// several hosts into one network namespace.
 //
 // The agent's thread (epoll):
 //  - sends a beacon (relay/beacon.h) every kBeaconIntervalMs on each mesh interface and keeps the
@@ -34,12 +36,14 @@ namespace mesh::relay {
 struct AgentConfig {
   uint16_t port = 18515;
   std::vector<topology::Interface> interfaces;  // the plugin's selected mesh interfaces
-  bool emulated = false;                        // bind the interfaces' addresses, not 0.0.0.0
-  int64_t user_timeout_ms = 20000;              // TCP_USER_TIMEOUT on relayed sockets
-  int64_t connect_timeout_ms = 5000;            // onward connect of one relayed socket
-  size_t max_pairs = 512;                       // relayed socket pairs at once ("busy" beyond)
-  size_t buffer_bytes = 256 * 1024;             // per direction of each pair
-  std::vector<RoutePin> pins;                   // NCCL_MESH_RELAY_VIA
+  // Bind the relay port on each interface's address instead of 0.0.0.0: this process is then
+  // an agent of its own (never a standby handing sockets to another process of the host).
+  bool bind_interface_addresses = false;
+  int64_t user_timeout_ms = 20000;    // TCP_USER_TIMEOUT on relayed sockets
+  int64_t connect_timeout_ms = 5000;  // onward connect of one relayed socket
+  size_t max_pairs = 512;             // relayed socket pairs at once ("busy" beyond)
+  size_t buffer_bytes = 256 * 1024;   // per direction of each pair
+  std::vector<RoutePin> pins;         // NCCL_MESH_RELAY_VIA
 };
 
 struct FirstHop {

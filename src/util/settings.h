@@ -23,6 +23,13 @@ enum class TunerMode {
   kOff,   // never touch NCCL's choice
 };
 
+// NCCL_MESH_RELAY_SCOPE: which processes bind the relay agent's port (docs/relay.md).
+enum class RelayScope {
+  kHost,     // one agent per host (network namespace) on 0.0.0.0; the other processes stand by
+  kProcess,  // every process is its own agent, bound to its interfaces' addresses (tests that
+             // put several "hosts" into one namespace)
+};
+
 // The text values of an enum setting, indexed by the enum's value: specialised once per enum,
 // so the table below parses it and documents its range (no string compares at the call sites).
 template <typename E>
@@ -34,6 +41,10 @@ struct SettingEnum<TransportMode> {
 template <>
 struct SettingEnum<TunerMode> {
   static constexpr std::array<const char*, 3> names = {"auto", "ring", "off"};
+};
+template <>
+struct SettingEnum<RelayScope> {
+  static constexpr std::array<const char*, 2> names = {"host", "process"};
 };
 
 // X(type, field, ENV_NAME, default, min, max, help); min/max bound integer settings (0, 0 for
@@ -87,7 +98,7 @@ struct SettingEnum<TunerMode> {
     "1), ring does so always, off never touches NCCL's choice.")                                 \
   X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 0, 0, 1099511627776,                  \
     "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "     \
-    "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between).")             \
+    "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between).")              \
   X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                  \
     "1: a connection to a peer without a common subnet is relayed through neighbours over TCP "  \
     "(shortest paths of the cable graph, found at run time; docs/relay.md); 0: it fails.")       \
@@ -97,6 +108,10 @@ struct SettingEnum<TunerMode> {
   X(std::string, relay_via, "NCCL_MESH_RELAY_VIA", "", 0, 0,                                     \
     "Pin relayed routes: <dest-address>/<prefix>=<neighbour-address>,... sends connections to "  \
     "that subnet through that neighbour first (default: every equal-cost shortest path).")       \
+  X(RelayScope, relay_scope, "NCCL_MESH_RELAY_SCOPE", RelayScope::kHost, 0, 0,                   \
+    "host: one relay agent per host, on 0.0.0.0 (the first process to bind the port); "          \
+    "process: every process is its own agent on its interfaces' addresses (tests that put "      \
+    "several hosts into one network namespace).")                                                \
   X(std::string, emulate, "NCCL_MESH_EMULATE", "", 0, 0,                                         \
     "Test and try-out: emulate this rank's place in a ring or line on one host, ring:N:R or "    \
     "line:N:R; the plugin then uses only loopback addresses 127.77.x.y/30, one per cable.")

@@ -27,7 +27,7 @@ AgentConfig config_for(size_t rank, size_t ranks) {
   AgentConfig c;
   c.port = test_port();
   c.interfaces = topology::emulated_interfaces(m);
-  c.emulated = true;
+  c.bind_interface_addresses = true;
   c.connect_timeout_ms = 2000;
   return c;
 }
@@ -185,7 +185,7 @@ TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {
 TEST(RelayAgentElection, OneAgentPerHostTheOthersStandByAndTakeOver) {
   // Not emulated: both bind 0.0.0.0 on the same port, as two plugin processes of one host do.
   AgentConfig c = config_for(0, 2);
-  c.emulated = false;
+  c.bind_interface_addresses = false;
   c.port = static_cast<uint16_t>(test_port() + 1);
   Agent first, second;
   std::string why;

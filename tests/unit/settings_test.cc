@@ -231,6 +231,7 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_RELAY",
                                       "NCCL_MESH_RELAY_PORT",
                                       "NCCL_MESH_RELAY_VIA",
+                                      "NCCL_MESH_RELAY_SCOPE",
                                       "NCCL_MESH_EMULATE"};
   EXPECT_EQ(asked, want);
 }
@@ -331,6 +332,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_RELAY", "integer", "1", "0..1"},
       {"NCCL_MESH_RELAY_PORT", "integer", "18515", "1..65535"},
       {"NCCL_MESH_RELAY_VIA", "string", "", ""},
+      {"NCCL_MESH_RELAY_SCOPE", "enum", "host", "host, process"},
       {"NCCL_MESH_EMULATE", "string", "", ""},
   };
   const std::vector<SettingInfo> table = setting_table();
@@ -378,6 +380,7 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
     for (const auto& [env, field] : fields) s.*field = -7;
     s.transport = TransportMode::kTcp;
     s.tuner = TunerMode::kOff;
+    s.relay_scope = RelayScope::kProcess;
     std::string why;
     ASSERT_TRUE(parse_setting(info.env, info.default_value, &s, &why)) << info.env << ": " << why;
     const auto it = fields.find(info.env);
@@ -385,6 +388,8 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       EXPECT_EQ(s.transport, defaults.transport);
     } else if (std::string(info.env) == "NCCL_MESH_TUNER") {
       EXPECT_EQ(s.tuner, defaults.tuner);
+    } else if (std::string(info.env) == "NCCL_MESH_RELAY_SCOPE") {
+      EXPECT_EQ(s.relay_scope, defaults.relay_scope);
     } else if (it == fields.end()) {
       const auto str = strings.find(info.env);
       ASSERT_NE(str, strings.end()) << info.env;
@@ -417,5 +422,39 @@ TEST(ParseSetting, TransportAcceptsOnlyItsThreeValues) {
     EXPECT_NE(why.find("auto, rdma or tcp"), std::string::npos) << why;
     EXPECT_EQ(s.transport, TransportMode::kAuto);
   }
+}
+}  // namespace
+
+namespace {
+using namespace mesh;
+// NCCL_MESH_RELAY_SCOPE: host by default; process only when spelled exactly; anything else keeps
+// host and is a warning that names the accepted values (a typo must not silently leave the
+// test's processes standing by behind one agent, or turn a real host's agent into many).
+TEST(ParseSetting, RelayScopeAcceptsHostOrProcessAndWarnsOnAnythingElse) {
+  EXPECT_EQ(Settings{}.relay_scope, RelayScope::kHost);
+  Settings s;
+  std::string why;
+  EXPECT_TRUE(parse_setting("NCCL_MESH_RELAY_SCOPE", "process", &s, &why)) << why;
+  EXPECT_EQ(s.relay_scope, RelayScope::kProcess);
+  EXPECT_TRUE(parse_setting("NCCL_MESH_RELAY_SCOPE", "host", &s, &why)) << why;
+  EXPECT_EQ(s.relay_scope, RelayScope::kHost);
+  for (const char* bad : {"", "Process", "proc", "per-process", "host "}) {
+    Settings b;
+    b.relay_scope = RelayScope::kHost;
+    EXPECT_FALSE(parse_setting("NCCL_MESH_RELAY_SCOPE", bad, &b, &why)) << bad;
+    EXPECT_NE(why.find("host or process"), std::string::npos) << why;
+    EXPECT_EQ(b.relay_scope, RelayScope::kHost) << bad;
+  }
+}
+
+TEST_F(LoadSettings, BadRelayScopeKeepsHostAndWarns) {
+  fake_env() = {{"NCCL_MESH_RELAY_SCOPE", "namespace"}};
+  std::vector<std::string> warnings;
+  const Settings s = load_settings(fake_getenv, &warnings);
+  EXPECT_EQ(s.relay_scope, RelayScope::kHost);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind("NCCL_MESH_RELAY_SCOPE:", 0), 0u) << warnings[0];
+  EXPECT_NE(warnings[0].find("namespace"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("using the default host"), std::string::npos) << warnings[0];
 }
 }  // namespace
