@@ -72,11 +72,29 @@ double time_scale() {
   return scale;
 }
 
+int connect_timeout_ms() {
+  static const int ms = [] {
+    const char* v = std::getenv("MESH_CONFORMANCE_CONNECT_TIMEOUT_MS");
+    if (v == nullptr || *v == '\0') return kDefaultConnectTimeoutMs;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 100 || n > 3600000) {
+      std::fprintf(stderr,
+                   "MESH_CONFORMANCE_CONNECT_TIMEOUT_MS=%s is not a number of ms in 100..3600000; "
+                   "using %d\n",
+                   v, kDefaultConnectTimeoutMs);
+      return kDefaultConnectTimeoutMs;
+    }
+    return static_cast<int>(n);
+  }();
+  return ms;
+}
+
 void set_plugin_environment(Rank rank) {
   // Overwrite unconditionally: the caller's environment (and, for a peer, the test process's
   // NCCL_MESH_IFNAME it inherited) never decides where traffic goes.
   setenv("NCCL_MESH_IFNAME", rank_ifname(rank).c_str(), 1);
-  setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", std::to_string(kConnectTimeoutMs).c_str(), 1);
+  setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", std::to_string(connect_timeout_ms()).c_str(), 1);
 }
 
 }  // namespace conformance

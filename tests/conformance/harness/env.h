@@ -24,7 +24,13 @@ std::string expected_transport();
 // (timing.h), for machines much slower than a developer's (a TCG virtual machine).
 double time_scale();
 
-// Sets NCCL_MESH_IFNAME (rank_ifname) and the short connect timeout the failure tests rely on,
+// MESH_CONFORMANCE_CONNECT_TIMEOUT_MS (100..3600000, default 2000): NCCL_MESH_CONNECT_TIMEOUT_MS of
+// every process of the suite. Only the Soft-RoCE relay step raises it: a relayed connect waits
+// for the relay agents, which start with each plugin init, to learn the cable graph (seconds).
+int connect_timeout_ms();
+
+// Sets NCCL_MESH_IFNAME (rank_ifname) and the connect timeout (connect_timeout_ms) the failure
+// tests rely on,
 // overwriting whatever the caller's environment had.
 void set_plugin_environment(Rank rank = Rank::kTest);
 

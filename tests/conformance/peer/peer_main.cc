@@ -3,7 +3,13 @@
 // connect/accept, transfers, close, finalize) arriving over the control socket on fd 3.
 //
 // Usage: mesh_conformance_peer <plugin.so> <control fd>
+//        mesh_conformance_peer --hold <plugin.so> <seconds>
+// --hold: a host that only keeps the plugin initialised (v12, one context) on
+// MESH_CONFORMANCE_PEER_IFNAME's interfaces, so that its relay agent relays other ranks'
+// connections (the Soft-RoCE lane's relay step); it prints one "holding" line, and finalizes and
+// exits 0 on SIGTERM or SIGINT, or after <seconds>.
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -11,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -306,9 +313,58 @@ class Peer {
 }  // namespace
 }  // namespace conformance
 
+namespace conformance {
+namespace {
+// --hold: see the usage above. The signals are blocked before the plugin starts its threads, so
+// they all inherit the mask and sigtimedwait here is the one place that takes them.
+int hold(const std::string& plugin_path, const char* seconds_text) {
+  char* end = nullptr;
+  const long seconds = std::strtol(seconds_text, &end, 10);
+  if (*end != '\0' || seconds < 1) {
+    std::fprintf(stderr, "--hold wants a number of seconds >= 1, not '%s'\n", seconds_text);
+    return 2;
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  set_plugin_environment(Rank::kPeer);
+  set_log_prefix("hold " + std::to_string(getpid()));
+  std::string error;
+  const std::unique_ptr<NetApi> net = open_net(plugin_path, 12, &error);
+  if (!net) {
+    std::fprintf(stderr, "[hold %d] %s\n", getpid(), error.c_str());
+    return 1;
+  }
+  void* ctx = nullptr;
+  int ndev = 0;
+  if (net->init(0x401D000000000000ull, &ctx) != ncclSuccess || net->devices(&ndev) != ncclSuccess ||
+      ndev < 1) {
+    std::fprintf(stderr, "[hold %d] plugin init failed or found no device on %s\n", getpid(),
+                 rank_ifname(Rank::kPeer).c_str());
+    return 1;
+  }
+  std::printf("[hold %d] holding the plugin initialised on %s (%d device(s)) for up to %ld s\n",
+              getpid(), rank_ifname(Rank::kPeer).c_str(), ndev, seconds);
+  std::fflush(stdout);
+  const timespec limit{seconds, 0};
+  const int sig = sigtimedwait(&stop, nullptr, &limit);
+  const ncclResult_t rc = net->finalize(ctx);
+  std::printf("[hold %d] %s; finalize returned %d\n", getpid(),
+              sig > 0 ? (sig == SIGTERM ? "SIGTERM" : "SIGINT") : "time is up",
+              static_cast<int>(rc));
+  return rc == ncclSuccess ? 0 : 1;
+}
+}  // namespace
+}  // namespace conformance
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--hold") == 0) return conformance::hold(argv[2], argv[3]);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <plugin.so> <control fd>\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s <plugin.so> <control fd>\n       %s --hold <plugin.so> <seconds>\n",
+                 argv[0], argv[0]);
     return 2;
   }
   // Never outlive the test process, even if it is killed before it can reap us.

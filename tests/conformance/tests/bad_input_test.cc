@@ -189,7 +189,7 @@ TEST_P(BadHandleTest, WrongNonceIsRefusedWithinTheConnectTimeout) {
   ASSERT_TRUE(mesh::handshake::decode_handle(bad.data(), bad.size(), &check, &why)) << why;
 
   ASSERT_NO_FATAL_FAILURE(peer_start_accept(lid));
-  expect_connect_error(bad, Millis(kConnectTimeoutMs) + scaled(3000), "wrong nonce");
+  expect_connect_error(bad, connect_timeout() + scaled(3000), "wrong nonce");
   // The impostor must not have produced a recv comm (or an error) at the listener.
   EXPECT_FALSE(peer().reply_pending()) << "the peer's accept returned for a wrong-nonce connect";
 
@@ -204,7 +204,7 @@ TEST_P(BadHandleTest, ConnectToAClosedListenerFails) {
   uint32_t lid = 0;
   ASSERT_NO_FATAL_FAILURE(peer_listen(&valid, &lid));
   EXPECT_EQ(remote_close(CommKind::kListen, lid).rc, ncclSuccess);
-  expect_connect_error(valid, Millis(kConnectTimeoutMs) + scaled(3000), "closed listener");
+  expect_connect_error(valid, connect_timeout() + scaled(3000), "closed listener");
   expect_good_connections_work();
 }
 
@@ -337,7 +337,7 @@ TEST_F(BadInputTest, GarbageAndHalfOpenConnectionsDoNotDisturbTheListener) {
   // After closeListen (done right after the accept) no garbage connection may stay open: each
   // would pin a socket in the peer forever.
   for (size_t i = 0; i < open_clients.size(); ++i) {
-    EXPECT_TRUE(open_clients[i]->closed_by_peer(Millis(kConnectTimeoutMs) + scaled(3000)))
+    EXPECT_TRUE(open_clients[i]->closed_by_peer(connect_timeout() + scaled(3000)))
         << "raw connection #" << i << " still open in the peer after closeListen";
   }
 }
@@ -520,7 +520,7 @@ TEST_F(BadInputTest, GarbageFloodLogsOneWarningPerCauseAndASummary) {
     ASSERT_TRUE(c.closed_by_peer(scaled(5000))) << "garbage connection #" << i << " not refused";
   }
   for (size_t i = 0; i < kSilent; ++i) {
-    EXPECT_TRUE(silent[i]->closed_by_peer(Millis(kConnectTimeoutMs) + scaled(3000)))
+    EXPECT_TRUE(silent[i]->closed_by_peer(connect_timeout() + scaled(3000)))
         << "silent connection #" << i << " not closed after the connect timeout";
   }
 
@@ -531,7 +531,7 @@ TEST_F(BadInputTest, GarbageFloodLogsOneWarningPerCauseAndASummary) {
                                      " more handshake sockets that sent no complete hello in "
                                      "time from 1 source in the last";
   std::vector<std::string> lines;
-  const auto deadline = t0 + Millis(10000 + kConnectTimeoutMs) + scaled(5000);
+  const auto deadline = t0 + Millis(10000) + connect_timeout() + scaled(5000);
   do {
     std::this_thread::sleep_for(Millis(200));
     const std::vector<std::string> all = remote_warnings();
@@ -625,9 +625,9 @@ TEST_F(BadInputTest, BusyListenerIsRetriedUntilTheConnectTimeoutThenReported) {
 
   const size_t warns_before = warn_count();
   const auto t0 = Clock::now();
-  expect_connect_error(handle, Millis(kConnectTimeoutMs) + scaled(3000), "busy listener");
+  expect_connect_error(handle, connect_timeout() + scaled(3000), "busy listener");
   const uint64_t took_ms = elapsed_us(t0) / 1000;
-  EXPECT_GE(took_ms, static_cast<uint64_t>(kConnectTimeoutMs) - 100)
+  EXPECT_GE(took_ms, static_cast<uint64_t>(connect_timeout_ms()) - 100)
       << "the connect gave up on \"busy\" before its connect timeout";
   EXPECT_GE(busy.hellos(), 5u) << "the connector did not retry after \"busy\"";
   const std::vector<std::string> warns = warns_since(warns_before);

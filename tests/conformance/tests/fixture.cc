@@ -16,6 +16,23 @@ const Millis kReplySlack = scaled(10000);
 const Millis kSetupTimeout = scaled(15000);
 constexpr int32_t kLocalRank = 0;
 constexpr int32_t kPeerRank = 1;
+
+// Whether a "connected:"/"accepted:" INFO line names `transport` ("tcp", "rdma") as the
+// connection's transport: the describe() text puts it first inside the parentheses, "(TCP, 4 data
+// streams)" or "(RDMA, 2 QPs ...)". A relayed connection may add words after the transport
+// ("(RDMA relayed through ..., ...)"), so the name must be followed by a comma, a space or the
+// closing parenthesis, not necessarily by the comma alone; "(RDMAX" or "(TCPish" do not count.
+bool logs_transport(const std::string& line, const std::string& transport) {
+  std::string want = "(" + transport;
+  for (char& c : want) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (size_t at = line.find(want); at != std::string::npos; at = line.find(want, at + 1)) {
+    const size_t next = at + want.size();
+    if (next < line.size() && (line[next] == ',' || line[next] == ' ' || line[next] == ')')) {
+      return true;
+    }
+  }
+  return false;
+}
 }  // namespace
 
 // MESH_CONFORMANCE_PLUGIN runs the suite against another build of the plugin (an installed copy,
@@ -169,10 +186,8 @@ void PeerFixture::TearDown() {
   // MESH_CONFORMANCE_EXPECT_TRANSPORT: every connection this test made or accepted used it.
   const std::string transport = expected_transport();
   if (!transport.empty()) {
-    std::string want = "(" + transport + ",";
-    for (char& c : want) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     for (const std::string& line : connections_since(connections_at_start_)) {
-      EXPECT_NE(line.find(want), std::string::npos)
+      EXPECT_TRUE(logs_transport(line, transport))
           << "MESH_CONFORMANCE_EXPECT_TRANSPORT=" << transport
           << " but the plugin logged: " << line;
     }
