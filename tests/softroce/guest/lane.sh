@@ -329,6 +329,25 @@ relay_line3() {
   show "$log"
   detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
   [ $rc = 124 ] && detail="timed out after 900 s; $detail"
+  # LANE_RERUN_FAILED, as for the other suites: up to 3 failed tests once more, alone. Seen: 16
+  # TCP-relayed connections at once (80 sockets from B's one address) overran the handshake
+  # service's 64-per-source pending cap on a loaded host and a connect failed.
+  local failed
+  failed=$(awk '/^\[  FAILED  \] [^ ]+\./ { n = $4; sub(/,$/, "", n); print n }' "$log" | sort -u)
+  if [ $rc != 0 ] && [ $rc != 124 ] && [ "${LANE_RERUN_FAILED:-1}" = 1 ] && [ -n "$failed" ] &&
+     [ "$(echo "$failed" | wc -l)" -le 3 ]; then
+    echo "=== [guest] $name: rerunning the failed test(s) once: $(echo $failed)"
+    relay_suite "$log.rerun" "$(echo $failed | tr ' ' ':')"
+    local rc2=$?
+    show "$log.rerun"
+    cat "$log.rerun" >> "$log"  # its relay lines count below too
+    if [ $rc2 = 0 ]; then
+      rc=0
+      detail="FLAKY (failed, then passed alone): $(echo $failed); $detail"
+    else
+      detail="failed again alone: $(echo $failed); $detail"
+    fi
+  fi
   record "$name" $rc "$(secs "$t0")" "$detail"
   # 4. the relay lines: A's connects (and C's) to each other say "relayed over $word", none another
   local ours others peer_lines
@@ -406,6 +425,10 @@ case ${SOFTROCE_TOPO:-} in
   *) echo "lane.sh needs topology pair, dual or mesh3"; exit 2 ;;
 esac
 
+# a LANE_STEPS that names no step of this topology (a typo) must not pass as "nothing failed"
+if [ -n "${LANE_STEPS:-}" ] && [ ${#RESULTS[@]} = 0 ]; then
+  record lane-steps 2 0.0 "LANE_STEPS=$LANE_STEPS selected no step of topology $SOFTROCE_TOPO"
+fi
 echo "=== [guest] summary (topology $SOFTROCE_TOPO, transport $T)"
 printf '    %s\n' "${RESULTS[@]}"
 [ $FAILED = 0 ] && echo "=== [guest] PASS" || echo "=== [guest] FAIL ($FAILED failed)"
