@@ -273,7 +273,11 @@ want() {
 # over <T>" of A (and C) name $LANE_RELAY_TRANSPORT, never another; all four veth ends of the
 # line carried >= 64 MiB (A->B->C and back: B's agent forwarded it); for rdma, the GPU stand-in
 # tests pass relayed too.
-RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*:Plugin/ConnectionTest.HandleExchangeInEachDirection/v12:Plugin/ConnectionTest.SixteenConnectionsUsedConcurrently/v12'
+# The gate runs first, alone, once: when relayed connects do not work at all (e.g. RDMA expected
+# before the plugin relays RDMA) every test waits out its setup timeout (150 s at time scale 10,
+# the peer's accept), so the rest of the step is not run then.
+RELAY_GATE='Plugin/ConnectionTest.HandleExchangeInEachDirection/v12'
+RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*:Plugin/ConnectionTest.SixteenConnectionsUsedConcurrently/v12'
 RELAY_STANDIN_FILTER='Plugin/GpuMemoryTest.*:Plugin/TransferTest.GpuReceivesAreFlushedOnRdma/*'
 relay_line3() {
   local name=relay-line3 t0 rc detail log=/tmp/relay-line3.log blog=/tmp/relay-line3-B.log
@@ -323,19 +327,30 @@ relay_line3() {
   # the first few of those.
   show() { grep -vE '\] NCCL (INFO|TRACE) ' "$1"
            grep -E 'relayed over ' "$1" | head -4 | sed 's/^/    [relay line] /'; }
-  echo "=== [guest] $name: B (pid $bpid) holds the plugin on $b1,$b2; suite on A=$a, peer C=$c, filter ${LANE_RELAY_FILTER:-$RELAY_FILTER}"
-  relay_suite "$log" "${LANE_RELAY_FILTER:-$RELAY_FILTER}"
+  echo "=== [guest] $name: B (pid $bpid) holds the plugin on $b1,$b2; suite on A=$a, peer C=$c; gate $RELAY_GATE (a connection each way), then filter ${LANE_RELAY_FILTER:-$RELAY_FILTER}"
+  relay_suite "$log" "$RELAY_GATE"
   rc=$?
   show "$log"
-  detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
-  [ $rc = 124 ] && detail="timed out after 900 s; $detail"
+  local gate_rc=$rc
+  cp "$log" "$log.gate"
+  if [ $gate_rc != 0 ]; then
+    echo "=== [guest] $name: relayed connections do not work (the gate failed): the rest of the step is not run"
+    detail="the gate $RELAY_GATE failed (exit $gate_rc$([ $gate_rc = 124 ] && echo ': timed out')): relayed connections do not work; the rest not run"
+  else
+    relay_suite "$log" "${LANE_RELAY_FILTER:-$RELAY_FILTER}"
+    rc=$?
+    show "$log"
+    detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
+    [ $rc = 124 ] && detail="timed out after 900 s; $detail"
+    cat "$log.gate" >> "$log"  # the gate's relay lines count below too
+  fi
   # LANE_RERUN_FAILED, as for the other suites: up to 3 failed tests once more, alone. Seen: 16
   # TCP-relayed connections at once (80 sockets from B's one address) overran the handshake
   # service's 64-per-source pending cap on a loaded host and a connect failed.
   local failed
   failed=$(awk '/^\[  FAILED  \] [^ ]+\./ { n = $4; sub(/,$/, "", n); print n }' "$log" | sort -u)
-  if [ $rc != 0 ] && [ $rc != 124 ] && [ "${LANE_RERUN_FAILED:-1}" = 1 ] && [ -n "$failed" ] &&
-     [ "$(echo "$failed" | wc -l)" -le 3 ]; then
+  if [ $gate_rc = 0 ] && [ $rc != 0 ] && [ $rc != 124 ] && [ "${LANE_RERUN_FAILED:-1}" = 1 ] &&
+     [ -n "$failed" ] && [ "$(echo "$failed" | wc -l)" -le 3 ]; then
     echo "=== [guest] $name: rerunning the failed test(s) once: $(echo $failed)"
     relay_suite "$log.rerun" "$(echo $failed | tr ' ' ':')"
     local rc2=$?
@@ -366,7 +381,9 @@ relay_line3() {
   done
   record "$name-wire" $ok 0.0 "tx on the line:$moved (each >= 64 MiB)"
   # 6. the GPU stand-in relayed (RDMA relay only: TCP cannot carry GPU buffers)
-  if [ "$rt" = rdma ] && [ "${LANE_SKIP_STANDIN:-0}" != 1 ]; then
+  if [ $gate_rc != 0 ]; then
+    echo "=== [guest] $name-standin: not run (relayed connections do not work: the gate failed)"
+  elif [ "$rt" = rdma ] && [ "${LANE_SKIP_STANDIN:-0}" != 1 ]; then
     t0=$(now)
     echo "=== [guest] $name-standin: GPU stand-in tests relayed, NCCL_MESH_TEST_HOST_AS_GPU=1, filter $RELAY_STANDIN_FILTER"
     relay_suite "$log.standin" "$RELAY_STANDIN_FILTER" NCCL_MESH_TEST_HOST_AS_GPU=1
