@@ -277,7 +277,11 @@ want() {
 # before the plugin relays RDMA) every test waits out its setup timeout (150 s at time scale 10,
 # the peer's accept), so the rest of the step is not run then.
 RELAY_GATE='Plugin/ConnectionTest.HandleExchangeInEachDirection/v12'
-RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*:Plugin/ConnectionTest.SixteenConnectionsUsedConcurrently/v12'
+RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*'
+# 16 connections at once, in a process of its own after the others: over TCP relay its 80 sockets
+# all come from B's one address, above the handshake service's 64-per-source pending cap, and
+# the rate-limited summary WARN of that (up to 10 s later) failed the next test's clean-run check.
+RELAY_MANY='Plugin/ConnectionTest.SixteenConnectionsUsedConcurrently/v12'
 RELAY_STANDIN_FILTER='Plugin/GpuMemoryTest.*:Plugin/TransferTest.GpuReceivesAreFlushedOnRdma/*'
 relay_line3() {
   local name=relay-line3 t0 rc detail log=/tmp/relay-line3.log blog=/tmp/relay-line3-B.log
@@ -342,6 +346,14 @@ relay_line3() {
     show "$log"
     detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
     [ $rc = 124 ] && detail="timed out after 900 s; $detail"
+    if [ -z "${LANE_RELAY_FILTER:-}" ]; then
+      relay_suite "$log.many" "$RELAY_MANY"
+      local rc_many=$?
+      show "$log.many"
+      detail="$detail; 16 connections: $(grep -E '^\[  (PASSED|FAILED) +\]' "$log.many" | head -1 | tr -s ' ')"
+      cat "$log.many" >> "$log"
+      [ $rc = 0 ] && rc=$rc_many
+    fi
     cat "$log.gate" >> "$log"  # the gate's relay lines count below too
   fi
   # LANE_RERUN_FAILED, as for the other suites: up to 3 failed tests once more, alone. Seen: 16
