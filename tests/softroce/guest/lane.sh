@@ -279,8 +279,11 @@ want() {
 RELAY_GATE='Plugin/ConnectionTest.HandleExchangeInEachDirection/v12'
 RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*'
 # 16 connections at once, in a process of its own after the others: over TCP relay its 80 sockets
-# all come from B's one address, above the handshake service's 64-per-source pending cap, and
-# the rate-limited summary WARN of that (up to 10 s later) failed the next test's clean-run check.
+# all come from B's one address, above the handshake service's 64-per-source pending cap. The
+# rate-limited summary WARN of that (up to 10 s later) failed the next test's clean-run check;
+# and the listener closes the oldest pending relayed sockets, whose connects then fail ("the peer
+# closed the handshake socket without answering"): the test failed in 2 of 4 TCP-relay runs
+# (2026-11-24), a limitation of relaying through one address that this step shows, not a flake.
 RELAY_MANY='Plugin/ConnectionTest.SixteenConnectionsUsedConcurrently/v12'
 RELAY_STANDIN_FILTER='Plugin/GpuMemoryTest.*:Plugin/TransferTest.GpuReceivesAreFlushedOnRdma/*'
 relay_line3() {
