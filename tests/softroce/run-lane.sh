@@ -16,7 +16,7 @@
 # Env: LANE_TRANSPORT rdma (default) | tcp, passed to the guest (tests/softroce/guest/lane.sh,
 #      which also reads LANE_TIME_SCALE, LANE_BW_SECONDS, LANE_BW_BYTES, LANE_BW_WINDOW,
 #      LANE_GTEST_FILTER, LANE_RERUN_FAILED, LANE_STEPS, LANE_RELAY_TRANSPORT,
-#      LANE_RELAY_FILTER, LANE_RELAY_CONNECT_TIMEOUT_MS);
+#      LANE_RELAY_FILTER, LANE_RELAY_MANY, LANE_RELAY_CONNECT_TIMEOUT_MS);
 #      LANE_TOPOLOGIES (default "dual mesh3": pair plus a second cable, and the triangle); LANE_VM_TIMEOUT per VM (default 900 s);
 #      LANE_MTU of the test veths (default 9000: RoCE MTU 4096, as on jumbo-frame cables; at
 #      1500 rxe under TCG loses and retransmits much more and the lane takes longer);
@@ -71,7 +71,7 @@ done
 GUEST_ENV=(-e "LANE_TRANSPORT=$TRANSPORT")
 for v in LANE_TIME_SCALE LANE_BW_SECONDS LANE_BW_BYTES LANE_BW_WINDOW LANE_GTEST_FILTER \
          LANE_RERUN_FAILED LANE_SKIP_BW LANE_SKIP_STANDIN LANE_STANDIN_FILTER LANE_STEPS \
-         LANE_RELAY_TRANSPORT LANE_RELAY_FILTER LANE_RELAY_CONNECT_TIMEOUT_MS; do
+         LANE_RELAY_TRANSPORT LANE_RELAY_FILTER LANE_RELAY_MANY LANE_RELAY_CONNECT_TIMEOUT_MS; do
   [ -n "${!v:-}" ] && GUEST_ENV+=(-e "$v=${!v}")
 done
 for topo in $TOPOS; do
