@@ -9,12 +9,14 @@
 #               mesh_conformance_test, mesh_conformance_peer and nccl-mesh-bench
 # Steps: setup, VM "dual" (conformance suite striped over two cables sr0a,sr1a <-> sr0b,sr1b,
 # then ib_write_bw and nccl-mesh-bench over the first cable), VM "mesh3" (conformance suite
-# node A <-> node B), and with LANE_ASAN_BUILD a VM "pair" running the suite under ASan+UBSan.
+# node A <-> node B; then relay-line3: on mesh3's line A-B-C, A <-> C relayed by B), and with
+# LANE_ASAN_BUILD a VM "pair" running the suite under ASan+UBSan.
 # Everything the guest prints is printed here; each step's wall time is printed; the exit status
 # is non-zero when any step failed.
 # Env: LANE_TRANSPORT rdma (default) | tcp, passed to the guest (tests/softroce/guest/lane.sh,
 #      which also reads LANE_TIME_SCALE, LANE_BW_SECONDS, LANE_BW_BYTES, LANE_BW_WINDOW,
-#      LANE_GTEST_FILTER, LANE_RERUN_FAILED);
+#      LANE_GTEST_FILTER, LANE_RERUN_FAILED, LANE_STEPS, LANE_RELAY_TRANSPORT,
+#      LANE_RELAY_FILTER, LANE_RELAY_MANY, LANE_RELAY_CONNECT_TIMEOUT_MS);
 #      LANE_TOPOLOGIES (default "dual mesh3": pair plus a second cable, and the triangle); LANE_VM_TIMEOUT per VM (default 900 s);
 #      LANE_MTU of the test veths (default 9000: RoCE MTU 4096, as on jumbo-frame cables; at
 #      1500 rxe under TCG loses and retransmits much more and the lane takes longer);
@@ -68,7 +70,8 @@ done
 
 GUEST_ENV=(-e "LANE_TRANSPORT=$TRANSPORT")
 for v in LANE_TIME_SCALE LANE_BW_SECONDS LANE_BW_BYTES LANE_BW_WINDOW LANE_GTEST_FILTER \
-         LANE_RERUN_FAILED LANE_SKIP_BW LANE_SKIP_STANDIN LANE_STANDIN_FILTER; do
+         LANE_RERUN_FAILED LANE_SKIP_BW LANE_SKIP_STANDIN LANE_STANDIN_FILTER LANE_STEPS \
+         LANE_RELAY_TRANSPORT LANE_RELAY_FILTER LANE_RELAY_MANY LANE_RELAY_CONNECT_TIMEOUT_MS; do
   [ -n "${!v:-}" ] && GUEST_ENV+=(-e "$v=${!v}")
 done
 for topo in $TOPOS; do

@@ -10,6 +10,9 @@
 #     RoCE MTU from it (1500 -> 1024, 9000 -> 4096);
 #   - the guest's exit-code marker starts on a line of its own (a command whose output did not
 #     end with a newline lost its exit code: "guest did not report an exit code");
+#   - mesh3 also has a line A-B-C of two /30 cables (link() takes the prefix length), for the
+#     relay step: beacons of nccl-mesh's relay agents are unicast on /30 (subnet broadcasts do
+#     not reach sockets bound to one unicast address when all ends share one netns);
 #   - the rest of the recipe is unchanged.
 #
 # run-softroce.sh - run a command inside a qemu (TCG, no KVM) VM booted with a
@@ -37,7 +40,11 @@
 #                mesh3  - nodes A,B,C; one veth pair per node pair on its own
 #                         /24 (A-B 198.18.1.0/24, A-C 198.18.2.0/24,
 #                         B-C 198.18.3.0/24), an rxe device on every veth end
-#                         (rxe_ab = A's end of A-B link, rxe_ba = B's end, ...)
+#                         (rxe_ab = A's end of A-B link, rxe_ba = B's end, ...);
+#                         plus a line A-B-C of its own: srlab<->srlba
+#                         198.18.5.1/30-198.18.5.2/30 and srlbc<->srlcb
+#                         198.18.5.5/30-198.18.5.6/30 (rxe_lab, rxe_lba,
+#                         rxe_lbc, rxe_lcb): A and C share no subnet there
 #   -t SECS    wall-clock limit for the VM (default 1800)
 #   -m MEM     guest RAM (default 2G);  -s N  guest vCPUs (default 2)
 #   -M MTU     MTU of the test veths (default 1500; rxe's RoCE MTU follows: 9000 -> 4096)
@@ -49,7 +56,8 @@
 # Inside the guest, /guest/softroce-env.sh (already sourced) exports
 # SOFTROCE_* variables describing devices, IPs and RoCE v2 GID indexes:
 #   SOFTROCE_TOPO, SOFTROCE_<L>_{A,B}_{DEV,IP,NETDEV,GID} with L = PAIR
-#   (pair) or AB, AC, BC (mesh3); e.g. SOFTROCE_AB_B_DEV=rxe_ba, _GID=1.
+#   (pair) or AB, AC, BC, LINE_AB, LINE_BC (mesh3); e.g. SOFTROCE_AB_B_DEV=rxe_ba,
+#   _GID=1; SOFTROCE_<L>_PREFIX is the prefix length (24, or 30 on the line).
 # All devices sit in the guest's initial netns (6.1's rxe does not work in
 # other netns); ibv_rc_pingpong & co. can use 127.0.0.1 for their TCP
 # exchange. Use QP retry_cnt <= 6: rxe treats 7 as "retry forever".
@@ -291,14 +299,15 @@ routing_init() {
   ip rule add pref 1000 lookup local && ip rule del pref 0
 }
 TBL=100
-link() { # NAME_A NAME_B IP_A IP_B RXE_A RXE_B PREFIX
+link() { # NAME_A NAME_B IP_A IP_B RXE_A RXE_B ENV_KEY [PREFIX_LEN, default 24]
   ip link add $1 type veth peer name $2 || return 1
   for d in $1 $2; do
     sysctl -qw net.ipv4.conf.$d.rp_filter=0 net.ipv4.conf.$d.accept_local=1
     sysctl -qw net.ipv6.conf.$d.disable_ipv6=1   # keep the GID table to 2 entries
     ip rule add pref 10 iif $d lookup local
   done
-  ip addr add $3/24 dev $1 && ip addr add $4/24 dev $2 || return 1
+  local len=${8:-24}
+  ip addr add $3/$len dev $1 && ip addr add $4/$len dev $2 || return 1
   ip link set $1 mtu $MTU && ip link set $2 mtu $MTU || return 1
   ip link set $1 up && ip link set $2 up || return 1
   TBL=$((TBL+1)); ip route add $4/32 dev $1 src $3 table $TBL || return 1
@@ -309,6 +318,7 @@ link() { # NAME_A NAME_B IP_A IP_B RXE_A RXE_B PREFIX
   echo "export SOFTROCE_${7}_A_DEV=$5 SOFTROCE_${7}_A_IP=$3 SOFTROCE_${7}_A_NETDEV=$1" >> $ENV
   echo "export SOFTROCE_${7}_B_DEV=$6 SOFTROCE_${7}_B_IP=$4 SOFTROCE_${7}_B_NETDEV=$2" >> $ENV
   echo "export SOFTROCE_${7}_A_GID=$(gid_v2 $5 $3) SOFTROCE_${7}_B_GID=$(gid_v2 $6 $4)" >> $ENV
+  echo "export SOFTROCE_${7}_PREFIX=$len" >> $ENV
 }
 [ "$TOPO" != none ] && routing_init
 case $TOPO in
@@ -321,7 +331,17 @@ case $TOPO in
   mesh3)
     link srab srba 198.18.1.1 198.18.1.2 rxe_ab rxe_ba AB || SETUP_ERR="$SETUP_ERR A-B"
     link srac srca 198.18.2.1 198.18.2.3 rxe_ac rxe_ca AC || SETUP_ERR="$SETUP_ERR A-C"
-    link srbc srcb 198.18.3.2 198.18.3.3 rxe_bc rxe_cb BC || SETUP_ERR="$SETUP_ERR B-C" ;;
+    link srbc srcb 198.18.3.2 198.18.3.3 rxe_bc rxe_cb BC || SETUP_ERR="$SETUP_ERR B-C"
+    # a line A-B-C beside the triangle (no A-C cable): /30 cables, as point-to-point links are
+    link srlab srlba 198.18.5.1 198.18.5.2 rxe_lab rxe_lba LINE_AB 30 || SETUP_ERR="$SETUP_ERR line-A-B"
+    link srlbc srlcb 198.18.5.5 198.18.5.6 rxe_lbc rxe_lcb LINE_BC 30 || SETUP_ERR="$SETUP_ERR line-B-C"
+    # Both ends of a line cable are local interfaces on one subnet here. nccl-mesh takes such
+    # interfaces for the two halves of one port: with arp_ignore=1 it binds each socket to its
+    # own end (as on separate hosts); with 0 it warns once per process (a WARN that the suite's
+    # clean-run checks count). The triangle's links keep the recipe's defaults.
+    for d in srlab srlba srlbc srlcb; do
+      sysctl -qw net.ipv4.conf.$d.arp_ignore=1 net.ipv4.conf.$d.arp_announce=2
+    done ;;
 esac
 grep -q -- '=-1' $ENV && SETUP_ERR="$SETUP_ERR no-RoCEv2-IPv4-GID"
 echo "export SOFTROCE_TOPO=$TOPO SOFTROCE_MTU=$MTU" >> $ENV

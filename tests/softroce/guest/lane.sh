@@ -17,6 +17,12 @@
 # Topology mesh3 (nodes A, B, C by naming only, all in one netns):
 #   conformance-mesh3 the suite with rank 0 = node A (srab,srac), rank 1 = node B (srba,srbc):
 #                     the plugin must pick the A-B cable (198.18.1.0/24) out of two each
+#   relay-line3       (mesh3's line srlab-srlba, srlbc-srlcb: /30 cables, A and C share no
+#                     subnet) three processes with NCCL_MESH_RELAY_SCOPE=process: B holds the
+#                     plugin on srlba,srlbc (mesh_conformance_peer --hold), rank 0 = A on srlab
+#                     and the peer = C on srlcb run the transfer tests; the A-C connections must
+#                     be relayed by B over $LANE_RELAY_TRANSPORT; then, for rdma, the GPU
+#                     stand-in tests relayed (NCCL_MESH_TEST_HOST_AS_GPU=1)
 # Each suite run also checks that its cable carried the traffic (veth tx counters) and that
 # every connection used $LANE_TRANSPORT (MESH_CONFORMANCE_EXPECT_TRANSPORT).
 #
@@ -36,6 +42,16 @@
 #      LANE_RERUN_FAILED  1 (default): tests that failed are run once more, alone; if they pass
 #                      then, the step passes and is marked FLAKY with their names (timing
 #                      assumptions of a test can break on a TCG VM); 0: no second chance
+#      LANE_STEPS      only these steps (space-separated names: conformance-mesh3 standin-mesh3
+#                      relay-line3 ...; "bw" for the bandwidth step); default: every step of the
+#                      topology. E.g. LANE_STEPS=relay-line3 with LANE_TOPOLOGIES=mesh3.
+#      LANE_RELAY_TRANSPORT  the transport relay-line3's relayed connections must use and log
+#                      ("relayed over RDMA|TCP", MESH_CONFORMANCE_EXPECT_TRANSPORT); default
+#                      $LANE_TRANSPORT. tcp under an rdma lane runs the ranks with
+#                      NCCL_MESH_TRANSPORT=auto (TCP relay of an RDMA-capable line)
+#      LANE_RELAY_FILTER     --gtest_filter of relay-line3's first pass (default $RELAY_FILTER)
+#      LANE_RELAY_MANY       1: relay-line3 also runs 16 relayed connections at once (default 1
+#                      for an RDMA relay, 0 for a TCP relay: see RELAY_MANY)
 # Exit status: 0 when every step passed.
 set -u
 cd /guest
@@ -242,6 +258,177 @@ standin() {
   record "$name" $rc "$(secs "$t0")" "$detail"
 }
 
+# want STEP: whether LANE_STEPS (default: all) selects the step; a skipped step says so.
+want() {
+  [ -z "${LANE_STEPS:-}" ] && return 0
+  case " $LANE_STEPS " in *" $1 "*) return 0 ;; esac
+  echo "=== [guest] $1: not run (LANE_STEPS=$LANE_STEPS)"
+  return 1
+}
+
+# relay_line3: the line A-B-C of mesh3 (/30 cables srlab-srlba, srlbc-srlcb), three processes in
+# the one netns of the VM, each its own relay agent (NCCL_MESH_RELAY_SCOPE=process) bound to its
+# own veth ends' addresses: B only holds the plugin (mesh_conformance_peer --hold), A (rank 0)
+# and C (the spawned peer) run the transfer tests, whose connections must be relayed by B.
+# Checks: A and C share no subnet; the suite passes (and every connection of A logged the
+# relayed transport: MESH_CONFORMANCE_EXPECT_TRANSPORT); the INFO lines "connect to ...: relayed
+# over <T>" of A (and C) name $LANE_RELAY_TRANSPORT, never another; all four veth ends of the
+# line carried >= 64 MiB (A->B->C and back: B's agent forwarded it); for rdma, the GPU stand-in
+# tests pass relayed too.
+# The gate runs first, alone, once: when relayed connects do not work at all (e.g. RDMA expected
+# before the plugin relays RDMA) every test waits out its setup timeout (150 s at time scale 10,
+# the peer's accept), so the rest of the step is not run then.
+RELAY_GATE='Plugin/ConnectionTest.HandleExchangeInEachDirection/v12'
+RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*'
+# 16 connections at once, in a process of its own after the others: over TCP relay its 80 sockets
+# all come from B's one address, above the handshake service's 64-per-source pending cap. The
+# rate-limited summary WARN of that (up to 10 s later) failed the next test's clean-run check;
+# and the listener closes the oldest pending relayed sockets, whose connects then fail ("the peer
+# closed the handshake socket without answering"): the test failed in 2 of 5 TCP-relay runs
+# (2026-11-24, also alone), a limitation of relaying through one address, not a harness flake.
+# So it runs by default for an RDMA relay (the target of this step) and not for a TCP relay;
+# LANE_RELAY_MANY=1 / 0 overrides.
+RELAY_MANY='Plugin/ConnectionTest.SixteenConnectionsUsedConcurrently/v12'
+RELAY_STANDIN_FILTER='Plugin/GpuMemoryTest.*:Plugin/TransferTest.GpuReceivesAreFlushedOnRdma/*'
+relay_line3() {
+  local name=relay-line3 t0 rc detail log=/tmp/relay-line3.log blog=/tmp/relay-line3-B.log
+  local a=$SOFTROCE_LINE_AB_A_NETDEV b1=$SOFTROCE_LINE_AB_B_NETDEV
+  local b2=$SOFTROCE_LINE_BC_A_NETDEV c=$SOFTROCE_LINE_BC_B_NETDEV
+  local rt=${LANE_RELAY_TRANSPORT:-$T} mode word bpid wires before=() i w
+  case $rt in rdma | tcp) ;; *) record $name 2 0.0 "LANE_RELAY_TRANSPORT must be rdma or tcp, not '$rt'"; return ;; esac
+  # the ranks' NCCL_MESH_TRANSPORT: the lane's, except TCP relay checked in an rdma lane (auto
+  # lets a connection without a common subnet fall back to TCP relay; rdma forbids it)
+  mode=$T; [ "$rt" = tcp ] && [ "$T" = rdma ] && mode=auto
+  word=$(echo "$rt" | tr a-z A-Z)
+  echo "=== [guest] $name: line A($a $SOFTROCE_LINE_AB_A_IP/$SOFTROCE_LINE_AB_PREFIX) - B($b1 $SOFTROCE_LINE_AB_B_IP, $b2 $SOFTROCE_LINE_BC_A_IP) - C($c $SOFTROCE_LINE_BC_B_IP/$SOFTROCE_LINE_BC_PREFIX); NCCL_MESH_RELAY_SCOPE=process, NCCL_MESH_TRANSPORT=$mode; A-C connections must be relayed over $word"
+  t0=$(now)
+  # 1. A and C share no subnet (else the plugin would connect directly: nothing relayed)
+  local na nc
+  na=$(ip -o -4 addr show dev "$a" | awk '{print $4; exit}')
+  nc=$(ip -o -4 addr show dev "$c" | awk '{print $4; exit}')
+  # (the guest's busybox awk has no "^": block sizes by doubling)
+  if awk -v x="$na" -v y="$nc" 'function addr(p,  a, b) { split(p, a, "/"); split(a[1], b, ".");
+        return ((b[1] * 256 + b[2]) * 256 + b[3]) * 256 + b[4] }
+      function len(p,  a) { split(p, a, "/"); return a[2] + 0 }
+      BEGIN { l = len(x) < len(y) ? len(x) : len(y); m = 1; for (i = l; i < 32; i++) m *= 2;
+              exit !(int(addr(x) / m) == int(addr(y) / m)) }'; then
+    record "$name-subnets" 1 0.0 "A $na and C $nc share a subnet: the step would not test relaying"
+    return
+  fi
+  record "$name-subnets" 0 0.0 "A $na, C $nc: no common subnet"
+  # 2. B: the relay host
+  MESH_CONFORMANCE_PEER_IFNAME=$b1,$b2 NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=$mode \
+    MESH_CONF_VERBOSE=1 ./mesh_conformance_peer --hold "$PLUGIN" 1800 > "$blog" 2>&1 &
+  bpid=$!
+  wires=("$a" "$b1" "$b2" "$c")
+  for w in "${wires[@]}"; do before+=("$(tx_bytes "$w")"); done
+  # 3. A and C: the suite; the connect timeout covers the relay agents' start (each plugin init
+  # starts one: 2.5 s to settle, beacons every 0.5 s), stretched for TCG
+  relay_suite() { # log filter [env...]
+    local out=$1 filter=$2; shift 2
+    env "$@" MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
+      MESH_CONFORMANCE_IFNAME=$a MESH_CONFORMANCE_PEER_IFNAME=$c MESH_CONF_VERBOSE=1 \
+      MESH_CONF_TIME_SCALE=$SCALE MESH_CONFORMANCE_EXPECT_TRANSPORT=$rt NCCL_MESH_TRANSPORT=$mode \
+      NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_IB_TIMEOUT=14 \
+      MESH_CONFORMANCE_CONNECT_TIMEOUT_MS=${LANE_RELAY_CONNECT_TIMEOUT_MS:-20000} \
+      timeout -k 10 900 ./mesh_conformance_test --gtest_color=no --gtest_filter="$filter" > "$out" 2>&1
+  }
+  # The suite's output as the other steps print it (gtest lines unindented: the CI log parser
+  # reads them), without the INFO echo that MESH_CONF_VERBOSE=1 adds for the relay lines; then
+  # the first few of those.
+  show() { grep -vE '\] NCCL (INFO|TRACE) ' "$1"
+           grep -E 'relayed over ' "$1" | head -4 | sed 's/^/    [relay line] /'; }
+  echo "=== [guest] $name: B (pid $bpid) holds the plugin on $b1,$b2; suite on A=$a, peer C=$c; gate $RELAY_GATE (a connection each way), then filter ${LANE_RELAY_FILTER:-$RELAY_FILTER}"
+  relay_suite "$log" "$RELAY_GATE"
+  rc=$?
+  show "$log"
+  local gate_rc=$rc
+  cp "$log" "$log.gate"
+  if [ $gate_rc != 0 ]; then
+    echo "=== [guest] $name: relayed connections do not work (the gate failed): the rest of the step is not run"
+    detail="the gate $RELAY_GATE failed (exit $gate_rc$([ $gate_rc = 124 ] && echo ': timed out')): relayed connections do not work; the rest not run"
+  else
+    relay_suite "$log" "${LANE_RELAY_FILTER:-$RELAY_FILTER}"
+    rc=$?
+    show "$log"
+    detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
+    [ $rc = 124 ] && detail="timed out after 900 s; $detail"
+    local many=${LANE_RELAY_MANY:-$([ "$rt" = rdma ] && echo 1 || echo 0)}
+    [ -n "${LANE_RELAY_FILTER:-}" ] && many=0
+    [ "$many" = 1 ] || echo "=== [guest] $name: $RELAY_MANY not run (relay transport $rt: over TCP relay the 64-per-source handshake cap fails it, see lane.sh; LANE_RELAY_MANY=1 runs it)"
+    if [ "$many" = 1 ]; then
+      relay_suite "$log.many" "$RELAY_MANY"
+      local rc_many=$?
+      show "$log.many"
+      detail="$detail; 16 connections: $(grep -E '^\[  (PASSED|FAILED) +\]' "$log.many" | head -1 | tr -s ' ')"
+      cat "$log.many" >> "$log"
+      [ $rc = 0 ] && rc=$rc_many
+    fi
+    cat "$log.gate" >> "$log"  # the gate's relay lines count below too
+  fi
+  # LANE_RERUN_FAILED, as for the other suites: up to 3 failed tests once more, alone. Seen: 16
+  # TCP-relayed connections at once (80 sockets from B's one address) overran the handshake
+  # service's 64-per-source pending cap on a loaded host and a connect failed.
+  local failed
+  failed=$(awk '/^\[  FAILED  \] [^ ]+\./ { n = $4; sub(/,$/, "", n); print n }' "$log" | sort -u)
+  if [ $gate_rc = 0 ] && [ $rc != 0 ] && [ $rc != 124 ] && [ "${LANE_RERUN_FAILED:-1}" = 1 ] &&
+     [ -n "$failed" ] && [ "$(echo "$failed" | wc -l)" -le 3 ]; then
+    echo "=== [guest] $name: rerunning the failed test(s) once: $(echo $failed)"
+    relay_suite "$log.rerun" "$(echo $failed | tr ' ' ':')"
+    local rc2=$?
+    show "$log.rerun"
+    cat "$log.rerun" >> "$log"  # its relay lines count below too
+    if [ $rc2 = 0 ]; then
+      rc=0
+      detail="FLAKY (failed, then passed alone): $(echo $failed); $detail"
+    else
+      detail="failed again alone: $(echo $failed); $detail"
+    fi
+  fi
+  record "$name" $rc "$(secs "$t0")" "$detail"
+  # 4. the relay lines: A's connects (and C's) to each other say "relayed over $word", none another
+  local ours others peer_lines
+  ours=$(grep -cE '^\[test\] NCCL INFO .*connect to .*: relayed over '"$word"'([^A-Za-z]|$)' "$log")
+  peer_lines=$(grep -cE '^\[peer [0-9]+\] NCCL INFO .*connect to .*: relayed over '"$word"'([^A-Za-z]|$)' "$log")
+  others=$(grep -E 'relayed over ' "$log" | grep -vcE 'relayed over '"$word"'([^A-Za-z]|$)')
+  [ "$ours" -ge 1 ] && [ "$others" = 0 ]
+  record "$name-relayed" $? 0.0 "connects logged 'relayed over $word': A $ours, C $peer_lines; over another transport: $others"
+  # 5. the cable check: the payload crossed both cables both ways, so B's agent forwarded it
+  local ok=0 moved="" d
+  for i in "${!wires[@]}"; do
+    w=${wires[$i]}
+    d=$(($(tx_bytes "$w") - ${before[$i]}))
+    moved="$moved $w:$((d / 1048576))MiB"
+    [ $d -ge $((64 * 1048576)) ] || ok=1
+  done
+  record "$name-wire" $ok 0.0 "tx on the line:$moved (each >= 64 MiB)"
+  # 6. the GPU stand-in relayed (RDMA relay only: TCP cannot carry GPU buffers)
+  if [ $gate_rc != 0 ]; then
+    echo "=== [guest] $name-standin: not run (relayed connections do not work: the gate failed)"
+  elif [ "$rt" = rdma ] && [ "${LANE_SKIP_STANDIN:-0}" != 1 ]; then
+    t0=$(now)
+    echo "=== [guest] $name-standin: GPU stand-in tests relayed, NCCL_MESH_TEST_HOST_AS_GPU=1, filter $RELAY_STANDIN_FILTER"
+    relay_suite "$log.standin" "$RELAY_STANDIN_FILTER" NCCL_MESH_TEST_HOST_AS_GPU=1
+    rc=$?
+    show "$log.standin"
+    detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log.standin" | head -2 | tr -s ' ' | tr '\n' ' ')
+    [ $rc -gt 128 ] && detail="killed by signal $((rc - 128)) (a CPU access to the stand-in?); $detail"
+    record "$name-standin" $rc "$(secs "$t0")" "$detail"
+  else
+    echo "=== [guest] $name-standin: not run (the GPU stand-in needs RDMA relay; relay transport $rt)"
+  fi
+  # 7. B: still alive (it relayed throughout), then a clean exit on SIGTERM
+  local balive=0
+  kill -0 "$bpid" 2>/dev/null || balive=1
+  kill -TERM "$bpid" 2>/dev/null
+  wait "$bpid"
+  local brc=$?
+  grep -vE '\] NCCL (INFO|TRACE) ' "$blog" | sed 's/^/    [B] /'
+  grep -E 'relay' "$blog" | grep -E ' NCCL INFO ' | head -5 | sed 's/^/    [B relay] /'
+  [ $balive = 0 ] && [ $brc = 0 ]
+  record "$name-B" $? 0.0 "relay host B alive until the end: $([ $balive = 0 ] && echo yes || echo NO), exit status $brc"
+}
+
 if [ "${LANE_SANITIZER:-}" = address ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   SCALE=$((SCALE * 3))
@@ -249,28 +436,38 @@ fi
 case ${SOFTROCE_TOPO:-} in
   pair)
     CUT_LINK=$SOFTROCE_PAIR_B_NETDEV
-    conformance conformance-pair "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV" \
-      "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV"
-    standin standin-pair "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV"
-    [ "${LANE_SKIP_BW:-0}" = 1 ] || bandwidth ;;
+    want conformance-pair &&
+      conformance conformance-pair "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV" \
+        "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV"
+    want standin-pair && standin standin-pair "$SOFTROCE_PAIR_A_NETDEV" "$SOFTROCE_PAIR_B_NETDEV"
+    [ "${LANE_SKIP_BW:-0}" = 1 ] || ! want bw || bandwidth ;;
   dual)
     # Two cables between the same nodes: every connection stripes its QPs over both rails
     # (one rxe device each), so each of the four veth ends must carry a share.
     CUT_LINK=$SOFTROCE_PAIR1_B_NETDEV
-    conformance conformance-dual "$SOFTROCE_PAIR_A_NETDEV,$SOFTROCE_PAIR1_A_NETDEV" \
-      "$SOFTROCE_PAIR_B_NETDEV,$SOFTROCE_PAIR1_B_NETDEV" "$SOFTROCE_PAIR_A_NETDEV" \
-      "$SOFTROCE_PAIR_B_NETDEV" "$SOFTROCE_PAIR1_A_NETDEV" "$SOFTROCE_PAIR1_B_NETDEV"
-    standin standin-dual "$SOFTROCE_PAIR_A_NETDEV,$SOFTROCE_PAIR1_A_NETDEV" \
-      "$SOFTROCE_PAIR_B_NETDEV,$SOFTROCE_PAIR1_B_NETDEV"
-    [ "${LANE_SKIP_BW:-0}" = 1 ] || bandwidth ;;
+    want conformance-dual &&
+      conformance conformance-dual "$SOFTROCE_PAIR_A_NETDEV,$SOFTROCE_PAIR1_A_NETDEV" \
+        "$SOFTROCE_PAIR_B_NETDEV,$SOFTROCE_PAIR1_B_NETDEV" "$SOFTROCE_PAIR_A_NETDEV" \
+        "$SOFTROCE_PAIR_B_NETDEV" "$SOFTROCE_PAIR1_A_NETDEV" "$SOFTROCE_PAIR1_B_NETDEV"
+    want standin-dual &&
+      standin standin-dual "$SOFTROCE_PAIR_A_NETDEV,$SOFTROCE_PAIR1_A_NETDEV" \
+        "$SOFTROCE_PAIR_B_NETDEV,$SOFTROCE_PAIR1_B_NETDEV"
+    [ "${LANE_SKIP_BW:-0}" = 1 ] || ! want bw || bandwidth ;;
   mesh3)
-    conformance conformance-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
-      "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV" "$SOFTROCE_AB_A_NETDEV" "$SOFTROCE_AB_B_NETDEV"
-    standin standin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
-      "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV" ;;
+    want conformance-mesh3 &&
+      conformance conformance-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
+        "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV" "$SOFTROCE_AB_A_NETDEV" "$SOFTROCE_AB_B_NETDEV"
+    want standin-mesh3 &&
+      standin standin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
+        "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV"
+    want relay-line3 && relay_line3 ;;
   *) echo "lane.sh needs topology pair, dual or mesh3"; exit 2 ;;
 esac
 
+# a LANE_STEPS that names no step of this topology (a typo) must not pass as "nothing failed"
+if [ -n "${LANE_STEPS:-}" ] && [ ${#RESULTS[@]} = 0 ]; then
+  record lane-steps 2 0.0 "LANE_STEPS=$LANE_STEPS selected no step of topology $SOFTROCE_TOPO"
+fi
 echo "=== [guest] summary (topology $SOFTROCE_TOPO, transport $T)"
 printf '    %s\n' "${RESULTS[@]}"
 [ $FAILED = 0 ] && echo "=== [guest] PASS" || echo "=== [guest] FAIL ($FAILED failed)"
