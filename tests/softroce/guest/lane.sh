@@ -278,6 +278,10 @@ want() {
 # The gate runs first, alone, once: when relayed connects do not work at all (e.g. RDMA expected
 # before the plugin relays RDMA) every test waits out its setup timeout (150 s at time scale 10,
 # the peer's accept), so the rest of the step is not run then.
+# The plugin's default RDMA ACK timeout (NCCL_MESH_IB_TIMEOUT=20, ~4 s), not the 14 (67 ms) the
+# cable-cut steps use: nothing is cut here, and at 67 ms the loaded TCG VM retransmits
+# spuriously (rxe duplicate_request in the thousands per run, 0 at 20), after which rxe's
+# retransmission path broke relayed runs ("remote invalid request"; docs/measurements.md).
 RELAY_GATE='Plugin/ConnectionTest.HandleExchangeInEachDirection/v12'
 RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*'
 # 16 connections at once, in a process of its own after the others: over TCP relay its 80 sockets
@@ -290,6 +294,70 @@ RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntact
 # LANE_RELAY_MANY=1 / 0 overrides.
 RELAY_MANY='Plugin/ConnectionTest.SixteenConnectionsUsedConcurrently/v12'
 RELAY_STANDIN_FILTER='Plugin/GpuMemoryTest.*:Plugin/TransferTest.GpuReceivesAreFlushedOnRdma/*'
+# relay_line3_bw: three bench ranks on the line (A srlab, B srlba+srlbc, C srlcb; B is also the
+# relay host), all ordered pairs at once in one run: A-B and B-C direct, A-C relayed by B over
+# RDMA, side by side (GB/s per pair and the relayed/direct ratio). Passes when the bench
+# verifies every byte and A-C was relayed over RDMA; the ratio is printed, not judged (TCG).
+relay_line3_bw() {
+  local name=relay-line3-bw t0 port=29566 a=$1 b=$2 c=$3 pids=() r rc=0 logs=() detail
+  local common=(--plugin "$PLUGIN" --nranks 3 --rendezvous 127.0.0.1:$port --sizes 4M
+    --iter-bytes 64M --window 4 --timeout 240)
+  t0=$(now)
+  local ifs=("$a" "$b" "$c")
+  for r in 2 1; do
+    NCCL_MESH_IFNAME=${ifs[$r]} NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET timeout 400 ./nccl-mesh-bench --rank $r "${common[@]}" \
+      > /tmp/bw3-$r.log 2>&1 &
+    pids+=($!)
+  done
+  NCCL_MESH_IFNAME=$a NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=NET timeout 400 ./nccl-mesh-bench --rank 0 "${common[@]}" > /tmp/bw3-0.log 2>&1
+  rc=$?
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  grep -vE '\] NCCL (INFO|TRACE) ' /tmp/bw3-0.log | sed 's/^/    [rank 0] /'
+  grep -hE 'relayed over ' /tmp/bw3-0.log /tmp/bw3-2.log | head -2 | sed 's/^/    [relay line] /'
+  if ! grep -qE 'connect to .*: relayed over RDMA' /tmp/bw3-0.log /tmp/bw3-2.log; then
+    rc=1; detail="A-C was not relayed over RDMA; "
+  fi
+  record "$name" $rc "$(secs "$t0")" "${detail}bench exit $rc (3 ranks, 4 MiB, every byte verified)"
+}
+
+# relay_line3_kill: the relay host dies mid-transfer. A and C stream to each other for 40 s
+# (bench --duration) through B (mesh_conformance_peer --hold); B is SIGKILLed after 12 s. Both
+# A and C must report the plugin's error (bench "ERROR rank R peer P ... after T s") within
+# 10 s of the kill, and exit.
+relay_line3_kill() {
+  local name=relay-line3-kill t0 port=29567 a=$1 b1=$2 b2=$3 c=$4 bpid p1 rc0 rc1 kill_at
+  t0=$(now)
+  MESH_CONFORMANCE_PEER_IFNAME=$b1,$b2 NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=rdma \
+    ./mesh_conformance_peer --hold "$PLUGIN" 600 > /tmp/kill-B.log 2>&1 &
+  bpid=$!
+  local common=(--plugin "$PLUGIN" --nranks 2 --rendezvous 127.0.0.1:$port --sizes 1M
+    --duration 40 --timeout 120)
+  NCCL_MESH_IFNAME=$c NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
+    timeout 200 ./nccl-mesh-bench --rank 1 "${common[@]}" > /tmp/kill-1.log 2>&1 &
+  p1=$!
+  NCCL_MESH_IFNAME=$a NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
+    timeout 200 ./nccl-mesh-bench --rank 0 "${common[@]}" > /tmp/kill-0.log 2>&1 &
+  local p0=$!
+  sleep 12
+  kill -9 "$bpid"; kill_at=$(now)
+  wait "$p0"; rc0=$?
+  wait "$p1"; rc1=$?
+  local e0 e1 ok=0 detail
+  e0=$(grep -m1 -E '^ERROR rank 0 ' /tmp/kill-0.log)
+  e1=$(grep -m1 -E '^ERROR rank 1 ' /tmp/kill-1.log)
+  sed 's/^/    [A] /' /tmp/kill-0.log | grep -vE 'NCCL INFO' | tail -6
+  sed 's/^/    [C] /' /tmp/kill-1.log | grep -vE 'NCCL INFO' | tail -6
+  # seconds from the start of streaming to the error, and to the kill (the bench prints the
+  # former; the kill came 12 s after launch, i.e. after setup + a few seconds of streaming)
+  local after; after=$(awk -v k="$kill_at" -v n="$(now)" 'BEGIN{printf "%.1f", n-k}')
+  [ -n "$e0" ] && [ -n "$e1" ] && [ "$rc0" != 0 ] && [ "$rc1" != 0 ] || ok=1
+  awk -v s="$after" 'BEGIN{exit !(s <= 10)}' || ok=1
+  detail="both ends exited ${after}s after the kill (limit 10 s; exit codes $rc0/$rc1); A: ${e0:-no ERROR line}; C: ${e1:-no ERROR line}"
+  record "$name" $ok "$(secs "$t0")" "$detail"
+}
+
 relay_line3() {
   local name=relay-line3 t0 rc detail log=/tmp/relay-line3.log blog=/tmp/relay-line3-B.log
   local a=$SOFTROCE_LINE_AB_A_NETDEV b1=$SOFTROCE_LINE_AB_B_NETDEV
@@ -329,7 +397,7 @@ relay_line3() {
     env "$@" MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
       MESH_CONFORMANCE_IFNAME=$a MESH_CONFORMANCE_PEER_IFNAME=$c MESH_CONF_VERBOSE=1 \
       MESH_CONF_TIME_SCALE=$SCALE MESH_CONFORMANCE_EXPECT_TRANSPORT=$rt NCCL_MESH_TRANSPORT=$mode \
-      NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_IB_TIMEOUT=14 \
+      NCCL_MESH_RELAY_SCOPE=process \
       MESH_CONFORMANCE_CONNECT_TIMEOUT_MS=${LANE_RELAY_CONNECT_TIMEOUT_MS:-20000} \
       timeout -k 10 900 ./mesh_conformance_test --gtest_color=no --gtest_filter="$filter" > "$out" 2>&1
   }
@@ -460,7 +528,14 @@ case ${SOFTROCE_TOPO:-} in
     want standin-mesh3 &&
       standin standin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
         "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV"
-    want relay-line3 && relay_line3 ;;
+    want relay-line3 && relay_line3
+    # RDMA relay only (TCP relay has its own namespace fault and bandwidth cases)
+    if [ "${LANE_RELAY_TRANSPORT:-$T}" = rdma ]; then
+      want relay-line3-bw && relay_line3_bw "$SOFTROCE_LINE_AB_A_NETDEV" \
+        "$SOFTROCE_LINE_AB_B_NETDEV,$SOFTROCE_LINE_BC_A_NETDEV" "$SOFTROCE_LINE_BC_B_NETDEV"
+      want relay-line3-kill && relay_line3_kill "$SOFTROCE_LINE_AB_A_NETDEV" \
+        "$SOFTROCE_LINE_AB_B_NETDEV" "$SOFTROCE_LINE_BC_A_NETDEV" "$SOFTROCE_LINE_BC_B_NETDEV"
+    fi ;;
   *) echo "lane.sh needs topology pair, dual or mesh3"; exit 2 ;;
 esac
 
