@@ -17,7 +17,7 @@
 #      which also reads LANE_TIME_SCALE, LANE_BW_SECONDS, LANE_BW_BYTES, LANE_BW_WINDOW,
 #      LANE_GTEST_FILTER, LANE_RERUN_FAILED, LANE_STEPS, LANE_RELAY_TRANSPORT,
 #      LANE_RELAY_FILTER, LANE_RELAY_MANY, LANE_RELAY_CONNECT_TIMEOUT_MS);
-#      LANE_TOPOLOGIES (default "dual mesh3": pair plus a second cable, and the triangle); LANE_VM_TIMEOUT per VM (default 900 s);
+#      LANE_TOPOLOGIES (default "dual mesh3": pair plus a second cable, and the triangle); LANE_VM_TIMEOUT per VM (default 1500 s: mesh3 runs the relay steps too);
 #      LANE_MTU of the test veths (default 9000: RoCE MTU 4096, as on jumbo-frame cables; at
 #      1500 rxe under TCG loses and retransmits much more and the lane takes longer);
 #      LANE_ASAN_BUILD an ASan+UBSan tree (MESH_SANITIZE=address) with the plugin and the
@@ -35,7 +35,7 @@ if [ "$SETUP_ONLY" = 0 ] && [ -z "$BUILD" ]; then
 fi
 TRANSPORT=${LANE_TRANSPORT:-rdma}
 TOPOS=${LANE_TOPOLOGIES:-dual mesh3}
-VM_TIMEOUT=${LANE_VM_TIMEOUT:-900}
+VM_TIMEOUT=${LANE_VM_TIMEOUT:-1500}
 MTU=${LANE_MTU:-9000}
 
 T_LANE=$(date +%s.%N)
