@@ -299,7 +299,7 @@ RELAY_STANDIN_FILTER='Plugin/GpuMemoryTest.*:Plugin/TransferTest.GpuReceivesAreF
 # RDMA, side by side (GB/s per pair and the relayed/direct ratio). Passes when the bench
 # verifies every byte and A-C was relayed over RDMA; the ratio is printed, not judged (TCG).
 relay_line3_bw() {
-  local name=relay-line3-bw t0 port=29566 a=$1 b=$2 c=$3 pids=() r rc=0 logs=() detail
+  local name=relay-line3-bw t0 port=29566 a=$1 b=$2 c=$3 pids=() r rc=0 detail=""
   local common=(--plugin "$PLUGIN" --nranks 3 --rendezvous 127.0.0.1:$port --sizes 4M
     --iter-bytes 64M --window 4 --timeout 240)
   t0=$(now)
@@ -344,7 +344,7 @@ relay_line3_kill() {
   kill -9 "$bpid"; kill_at=$(now)
   wait "$p0"; rc0=$?
   wait "$p1"; rc1=$?
-  local e0 e1 ok=0 detail
+  local e0 e1 ok=0 detail=""
   e0=$(grep -m1 -E '^ERROR rank 0 ' /tmp/kill-0.log)
   e1=$(grep -m1 -E '^ERROR rank 1 ' /tmp/kill-1.log)
   sed 's/^/    [A] /' /tmp/kill-0.log | grep -vE 'NCCL INFO' | tail -6
