@@ -83,8 +83,9 @@ struct Agent::Pending {
   bool last_hop = false;
   bool dead = false;
   int64_t deadline_ms = 0;
-  std::string from;  // upstream peer "addr:port"
-  std::string to;    // onward "addr:port"
+  std::string from;                        // upstream peer "addr:port"
+  std::string to;                          // onward "addr:port"
+  uint32_t down_local = 0, down_peer = 0;  // the onward socket's addresses
 };
 
 Agent::Agent() = default;
@@ -526,6 +527,8 @@ void Agent::route_request(Pending* p, int64_t now) {
     port = config_.port;
   }
   p->to = format_ipv4(peer) + ":" + std::to_string(port);
+  p->down_local = local.addr;
+  p->down_peer = peer;
   p->down.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!p->down.valid()) {
     finish_pending(p, ReplyCode::kBusy, "socket: " + errno_text(errno));
@@ -546,19 +549,9 @@ void Agent::route_request(Pending* p, int64_t now) {
 
 void Agent::hand_to_rdma(Pending* p) {
   RdmaHandoff h;
-  sockaddr_in la{};
-  socklen_t len = sizeof(la);
-  getsockname(p->down.get(), reinterpret_cast<sockaddr*>(&la), &len);
-  sockaddr_in pa{};
-  len = sizeof(pa);
-  getpeername(p->down.get(), reinterpret_cast<sockaddr*>(&pa), &len);
-  h.down_local = ntohl(la.sin_addr.s_addr);
-  h.down_peer = ntohl(pa.sin_addr.s_addr);
+  h.down_local = p->down_local;
+  h.down_peer = p->down_peer;
   h.what = p->from + " -> " + p->to;
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->up.get(), nullptr);
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->down.get(), nullptr);
-  set_tcp_options(p->up.get(), config_.user_timeout_ms);
-  set_tcp_options(p->down.get(), config_.user_timeout_ms);
   h.up = std::move(p->up);
   h.down = std::move(p->down);
   std::string why;
@@ -574,14 +567,14 @@ void Agent::hand_to_rdma(Pending* p) {
 }
 
 void Agent::start_splice(Pending* p) {
-  if (p->req.rdma) {
-    hand_to_rdma(p);
-    return;
-  }
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->up.get(), nullptr);
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->down.get(), nullptr);
   set_tcp_options(p->up.get(), config_.user_timeout_ms);
   set_tcp_options(p->down.get(), config_.user_timeout_ms);
+  if (p->req.rdma) {
+    hand_to_rdma(p);
+    return;
+  }
   auto owned = std::make_unique<Box>();
   Box* box = owned.get();
   box->what = "stream " + std::to_string(p->req.stream) + " " + p->from + " -> " + p->to +

@@ -103,6 +103,8 @@ class Agent {
   void route_request(Pending* p, int64_t now);
   void finish_pending(Pending* p, ReplyCode code, const std::string& why);
   void start_splice(Pending* p);
+  // start_splice for a request with the RDMA flag: both sockets (out of the epoll set) go to
+  // config_.rdma_forward, or the connector is answered "busy".
   void hand_to_rdma(Pending* p);
   void on_splice(Target* t);
   void update_splice(Target* t);

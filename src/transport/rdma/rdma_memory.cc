@@ -10,12 +10,8 @@
 
 namespace mesh::rdma {
 
-ncclResult_t register_rdma_memory(const std::vector<std::unique_ptr<QueuePair>>& qps,
-                                  MemoryRegion* mr, int dmabuf_fd, uint64_t offset,
-                                  const std::string& conn) {
-  auto mem = std::make_unique<RdmaMemory>();
-  // GPU memory (and its stand-in, NCCL_MESH_TEST_HOST_AS_GPU): reached by the NIC only.
-  mem->gpu = mr->type == NCCL_PTR_CUDA || dmabuf_fd >= 0;
+bool register_for_qps(const std::vector<std::unique_ptr<QueuePair>>& qps, void* addr, size_t size,
+                      int dmabuf_fd, uint64_t offset, RdmaMemory* mem, std::string* why) {
   for (size_t q = 0; q < qps.size(); ++q) {
     VerbsDevice* dev = qps[q]->device();
     CachedMr* held = nullptr;
@@ -23,18 +19,28 @@ ncclResult_t register_rdma_memory(const std::vector<std::unique_ptr<QueuePair>>&
       if (d == dev) held = m;
     }
     if (held == nullptr) {
-      std::string why;
-      held = dmabuf_fd >= 0 ? dev->acquire_dmabuf_mr(mr->data, mr->size, offset, dmabuf_fd, &why)
-                            : dev->acquire_mr(mr->data, mr->size, &why);
-      if (held == nullptr) {
-        MESH_WARN("%s: registering %zu bytes at %p failed: %s", conn.c_str(), mr->size, mr->data,
-                  why.c_str());
-        return ncclSystemError;
-      }
+      held = dmabuf_fd >= 0 ? dev->acquire_dmabuf_mr(addr, size, offset, dmabuf_fd, why)
+                            : dev->acquire_mr(addr, size, why);
+      if (held == nullptr) return false;
       mem->held.emplace_back(dev, held);
     }
     mem->lkey[q] = held->mr->lkey;
     mem->rkey[q] = held->mr->rkey;
+  }
+  return true;
+}
+
+ncclResult_t register_rdma_memory(const std::vector<std::unique_ptr<QueuePair>>& qps,
+                                  MemoryRegion* mr, int dmabuf_fd, uint64_t offset,
+                                  const std::string& conn) {
+  auto mem = std::make_unique<RdmaMemory>();
+  // GPU memory (and its stand-in, NCCL_MESH_TEST_HOST_AS_GPU): reached by the NIC only.
+  mem->gpu = mr->type == NCCL_PTR_CUDA || dmabuf_fd >= 0;
+  std::string why;
+  if (!register_for_qps(qps, mr->data, mr->size, dmabuf_fd, offset, mem.get(), &why)) {
+    MESH_WARN("%s: registering %zu bytes at %p failed: %s", conn.c_str(), mr->size, mr->data,
+              why.c_str());
+    return ncclSystemError;
   }
   mr->transport = std::move(mem);
   return ncclSuccess;

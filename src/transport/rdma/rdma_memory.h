@@ -26,6 +26,11 @@ struct RdmaMemory final : TransportMemory {
   }
 };
 
+// Registers [addr, addr + size) on the device of every QP in `qps` (dma-buf when dmabuf_fd >= 0),
+// once per distinct device, and fills mem's keys per QP; false with *why.
+bool register_for_qps(const std::vector<std::unique_ptr<QueuePair>>& qps, void* addr, size_t size,
+                      int dmabuf_fd, uint64_t offset, RdmaMemory* mem, std::string* why);
+
 // Registers `mr` on the device of every QP in `qps` (dma-buf when dmabuf_fd >= 0) and attaches
 // the keys to mr->transport. One WARN naming `conn` on failure.
 ncclResult_t register_rdma_memory(const std::vector<std::unique_ptr<QueuePair>>& qps,

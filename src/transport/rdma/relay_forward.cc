@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -62,14 +61,10 @@ void RelayForward::finish() {
   // QPs before the memory they reach, registrations before the memory.
   up_ep_.reset();
   down_ep_.reset();
-  for (HeldMr& h : staging_mrs_) h.dev->release_mr(h.mr);
-  staging_mrs_.clear();
+  up_mem_.reset();
+  down_mem_.reset();
   std::free(staging_);
   staging_ = nullptr;
-  if (credit_mr_ != nullptr) credit_dev_->release_mr(credit_mr_);  // the device stays open
-  credit_mr_ = nullptr;
-  std::free(credit_src_);
-  credit_src_ = nullptr;
 }
 
 bool RelayForward::fail(const std::string& why) {
@@ -117,33 +112,14 @@ bool RelayForward::write_some(int fd, std::vector<uint8_t>* buf, size_t* sent, b
 bool RelayForward::allocate_staging(std::string* why) {
   const size_t bytes = static_cast<size_t>(slots_) * slot_bytes_;
   staging_ = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
-  credit_src_ = static_cast<uint8_t*>(std::aligned_alloc(4096, 4096));
-  if (staging_ == nullptr || credit_src_ == nullptr) {
+  if (staging_ == nullptr) {
     *why = "out of memory for " + std::to_string(bytes) + " bytes of staging";
     return false;
   }
-  std::memset(credit_src_, 0, 4096);
-  auto held = [&](VerbsDevice* dev) -> CachedMr* {
-    for (HeldMr& h : staging_mrs_) {
-      if (h.dev == dev) return h.mr;
-    }
-    CachedMr* mr = dev->acquire_mr(staging_, bytes, why);
-    if (mr != nullptr) staging_mrs_.push_back({dev, mr});
-    return mr;
-  };
-  for (size_t q = 0; q < up_ep_->qps().size(); ++q) {
-    CachedMr* mr = held(up_ep_->qps()[q]->device());
-    if (mr == nullptr) return false;
-    up_rkey_[q] = mr->mr->rkey;
-  }
-  for (size_t q = 0; q < down_ep_->qps().size(); ++q) {
-    CachedMr* mr = held(down_ep_->qps()[q]->device());
-    if (mr == nullptr) return false;
-    down_lkey_[q] = mr->mr->lkey;
-  }
-  credit_dev_ = up_ep_->qps()[0]->device();
-  credit_mr_ = credit_dev_->acquire_mr(credit_src_, 4096, why);
-  return credit_mr_ != nullptr;
+  up_mem_ = std::make_unique<RdmaMemory>();
+  down_mem_ = std::make_unique<RdmaMemory>();
+  return register_for_qps(up_ep_->qps(), staging_, bytes, -1, 0, up_mem_.get(), why) &&
+         register_for_qps(down_ep_->qps(), staging_, bytes, -1, 0, down_mem_.get(), why);
 }
 
 bool RelayForward::on_hello() {
@@ -166,7 +142,6 @@ bool RelayForward::on_hello() {
               "the connector's RDMA setup is not a relay hop's" + (why.empty() ? "" : ": " + why));
     return false;
   }
-  hello_.assign(in_.begin(), in_.begin() + handshake::kHelloSize);
   up_ep_ = transport_.open_receiver(up_setup_, &why);
   if (up_ep_) down_ep_ = transport_.open_sender_on(sockets_.down_local, sockets_.down_peer, &why);
   if (!up_ep_ || !down_ep_ || !allocate_staging(&why)) {
@@ -229,7 +204,7 @@ bool RelayForward::on_down_reply() {
   mine.relay_slots = slots_;
   mine.relay_slot_bytes = slot_bytes_;
   mine.ring_addr = reinterpret_cast<uintptr_t>(staging_);
-  for (size_t q = 0; q < mine.qps.size(); ++q) mine.qps[q].ring_rkey = up_rkey_[q];
+  for (size_t q = 0; q < mine.qps.size(); ++q) mine.qps[q].ring_rkey = up_mem_->rkey[q];
   const std::vector<uint8_t> ext = encode_setup(mine);
   out_.assign(handshake::kReplySize + 2, 0);
   handshake::encode_reply(handshake::HelloReply::kAccepted, out_.data());
@@ -314,12 +289,12 @@ bool RelayForward::step(int64_t now_ms, bool* progress) {
     return false;
   if (now_ms >= next_control_check_ms_) {
     next_control_check_ms_ = now_ms + kControlCheckMs;
-    if (!check_controls(now_ms)) return false;
+    if (!check_controls()) return false;
   }
   return true;
 }
 
-bool RelayForward::check_controls(int64_t /*now_ms*/) {
+bool RelayForward::check_controls() {
   for (int side = 0; side < 2; ++side) {
     const int fd = side == 0 ? sockets_.up.get() : sockets_.down.get();
     uint8_t byte;
@@ -419,7 +394,7 @@ bool RelayForward::forward_arrived(bool* progress) {
       ibv_sge sge{};
       sge.addr = reinterpret_cast<uintptr_t>(staging_) + slot * slot_bytes_;
       sge.length = len;
-      sge.lkey = down_lkey_[q];
+      sge.lkey = down_mem_->lkey[q];
       ibv_send_wr wr{};
       ibv_send_wr* bad = nullptr;
       wr.wr_id = kWrPayload | next_fwd_;
@@ -474,20 +449,23 @@ bool RelayForward::return_credits(bool* progress) {
   while (freed_ < next_fwd_ && slot_[freed_ % slots_] == Slot::kEmpty) ++freed_;
   if (freed_ == credit_sent_) return true;
   *progress = true;
+  // Staged in the up endpoint's own registered clear-to-send memory, which a receiver endpoint
+  // otherwise leaves unused here (the relay posts no clear-to-send to the connector).
   uint64_t v = htole64(freed_);
-  std::memcpy(credit_src_, &v, sizeof(v));
+  uint8_t* staged = up_ep_->cts_memory();
+  std::memcpy(staged, &v, sizeof(v));
   QueuePair& qp0 = *up_ep_->qps()[0];
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(credit_src_);
+  sge.addr = reinterpret_cast<uintptr_t>(staged);
   sge.length = sizeof(v);
-  sge.lkey = credit_mr_->mr->lkey;
+  sge.lkey = up_ep_->cts_lkey(0);
   ibv_send_wr wr{};
   ibv_send_wr* bad = nullptr;
   wr.wr_id = kWrCredit | freed_;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  // Inline: the value is copied at post time. Without inline the NIC reads credit_src_ later,
+  // Inline: the value is copied at post time. Without inline the NIC reads `staged` later,
   // possibly after a newer count was staged there: still a count of freed slots, so still safe.
   if (sizeof(v) <= qp0.max_inline()) wr.send_flags |= IBV_SEND_INLINE;
   if (++credit_writes_ % kCreditSignalEvery == 0) wr.send_flags |= IBV_SEND_SIGNALED;

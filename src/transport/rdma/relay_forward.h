@@ -29,6 +29,7 @@
 
 #include "relay/rdma_handoff.h"
 #include "transport/rdma/endpoint.h"
+#include "transport/rdma/rdma_memory.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/rdma/wire.h"
 #include "util/socket_util.h"
@@ -48,7 +49,6 @@ class RelayForward {
   // Advances setup or forwarding without blocking. False once the forward is over (the
   // connection closed, or failed: then it has logged why); the caller destroys it.
   bool step(int64_t now_ms, bool* progress);
-  bool live() const { return phase_ == Phase::kLive; }
   const std::string& what() const { return sockets_.what; }
   uint64_t chunks() const { return next_fwd_; }
 
@@ -65,7 +65,7 @@ class RelayForward {
   bool forward_arrived(bool* progress);
   bool poll_down(bool* progress);
   bool return_credits(bool* progress);
-  bool check_controls(int64_t now_ms);
+  bool check_controls();
   bool post_imm_writes(uint64_t size);
   void refuse_up(uint8_t hello_reply, const std::string& why);
   bool fail(const std::string& why);  // logs, ends the forward; returns false
@@ -81,22 +81,15 @@ class RelayForward {
 
   std::vector<uint8_t> in_, out_;
   size_t sent_ = 0;
-  std::vector<uint8_t> hello_;  // the connector's hello (48 bytes)
-  SetupMessage up_setup_;       // the connector's relay-hop setup
-  bool up_ready_ = false;       // the connector's ready byte arrived
+  SetupMessage up_setup_;  // the connector's relay-hop setup
+  bool up_ready_ = false;  // the connector's ready byte arrived
 
   std::unique_ptr<Endpoint> up_ep_;    // receives the connector's chunks
   std::shared_ptr<Endpoint> down_ep_;  // writes to the destination
   uint8_t* staging_ = nullptr;
-  struct HeldMr {
-    VerbsDevice* dev;
-    CachedMr* mr;
-  };
-  std::vector<HeldMr> staging_mrs_;  // one per distinct device of both endpoints
-  std::array<uint32_t, kMaxQps> up_rkey_{}, down_lkey_{};
-  uint8_t* credit_src_ = nullptr;  // u64 credit staged for the RDMA WRITE to the connector
-  CachedMr* credit_mr_ = nullptr;
-  VerbsDevice* credit_dev_ = nullptr;
+  // The staging ring's registrations: the up QPs' devices (rkeys for the connector) and the
+  // down QPs' devices (lkeys for the onward writes); one MR per device either way.
+  std::unique_ptr<RdmaMemory> up_mem_, down_mem_;
 
   std::vector<Slot> slot_;
   std::vector<uint32_t> slot_len_;

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 
 #include "transport/rdma/completions.h"
 #include "transport/requests.h"
@@ -181,14 +180,13 @@ ncclResult_t RelaySendConnection::isend(void* data, size_t size, int /*tag*/, Me
   if (const ncclResult_t rc = memory_for_send(describe(), size, mr, &mem); rc != ncclSuccess)
     return rc;
   Request* rp = nullptr;
-  size_t busy = 0;
   for (Request& r : pool_) {
-    if (r.in_use)
-      ++busy;
-    else if (rp == nullptr)
+    if (!r.in_use) {
       rp = &r;
+      break;
+    }
   }
-  if (rp == nullptr || busy >= pool_.size()) return warn_pool_exhausted(describe(), true);
+  if (rp == nullptr) return warn_pool_exhausted(describe(), true);
   Request& r = *rp;
   r.in_use = true;
   r.seq = next_seq_++;
