@@ -207,21 +207,15 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
       const ssize_t n =
           recv(out->fd, out->reply.data() + out->got, out->reply.size() - out->got, 0);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-      if (n <= 0 && outgoing->req.relay) {
-        // Through a relay, a listener's "busy" (it evicts pending sockets per source, and all
-        // relayed sockets come from the relay's one address) can be lost: closing a socket that
-        // still holds our unread hello resets it, and the relay passes the reset on before the
-        // reply. So a relayed socket closed before the answer is tried again, until the deadline.
-        retry("the relayed handshake socket was closed before the peer answered (" +
-              (n == 0 ? std::string("EOF") : errno_text(errno)) +
-              "; a busy listener, or the peer or a relay on the route exited)");
-        return;
-      }
       if (n <= 0) {
-        fail_outgoing(outgoing,
-                      "the peer closed the handshake socket without answering (" +
-                          (n == 0 ? std::string("EOF") : errno_text(errno)) +
-                          "); is the peer process still alive and running the same plugin?");
+        // Tried again until the deadline, not failed at once: a listener that evicts a pending
+        // socket (its per-source cap: many connects from one host, or every relayed socket, which
+        // all come from the relay's one address) answers "busy" and closes, and when our hello
+        // is still unread there the close is a reset that can overtake the "busy".
+        retry("the peer closed the handshake socket without answering (" +
+              (n == 0 ? std::string("EOF") : errno_text(errno)) +
+              "; a busy listener, or the peer process (or a relay on the route) exited or does "
+              "not run the same plugin)");
         return;
       }
       out->got += static_cast<size_t>(n);
