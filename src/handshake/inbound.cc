@@ -106,10 +106,10 @@ bool nonce_equal(const Nonce& a, const Nonce& b) {
 // is tried again. Connectors meanwhile wait in the listen backlog (kBacklog), within their connect
 // timeout, and complete once descriptors are free.
 // Not chosen: the known trick of keeping a spare descriptor to accept-and-close the waiting
-// connection. It drains the backlog, but a connect() whose socket it closes mostly fails at once
-// on the other rank ("closed the handshake socket without answering"), where waiting lets it
-// succeed if the shortage is brief; it also costs a descriptor all the time and does nothing for
-// ENFILE. One WARN per shortage (again only after kWarnWindowMs), since it repeats every pause.
+// connection. It drains the backlog, but the other rank sees its socket closed without an answer
+// and has to start over with a fresh socket and a backoff, where waiting lets the same connect
+// succeed as soon as the shortage ends; it also costs a descriptor all the time and does nothing
+// for ENFILE. One WARN per shortage (again only after kWarnWindowMs), since it repeats every pause.
 void Service::pause_accepting(int err) {
   const int64_t now = monotonic_ms();
   for (const auto& target : listener_targets_) {
