@@ -2,7 +2,7 @@
 # GPU end-to-end run of NCCL over the mesh plugin, on the one-GPU test machine, in < 10 minutes:
 #   build (plugin + tests/gpu) -> start MPS -> correctness for 2,3,4 ranks x Simple/LL/LL128 ->
 #   the same suite over NCCL's Socket (harness sanity) -> benchmark Mesh vs Socket ->
-#   PyTorch check -> the correctness suite on an emulated 4-rank ring and 4-rank line ->
+#   PyTorch check -> the correctness suite on emulated rings and lines of 3, 4 and 5 ranks ->
 #   benchmark: emulated ring with the tuner vs the full mesh -> NCCL version check -> summary.
 #   MPS is always stopped again.
 #
@@ -19,10 +19,14 @@
 # loads the plugin's tuner (NCCL_MESH_TUNER, default auto), which steers the ring-able
 # collectives to its Ring; everything else between non-neighbours (tree/PAT, all-to-all,
 # send/recv, the line's closing hop) needs the relay. Steps:
-#   check-ring, check-line   the correctness suite, N=4 ranks x CHECK_EMULATE_PROTOS; each rank
-#                            log must show the plugin loaded, "via NET/Mesh", NCCL's "TUNER/Plugin:
-#                            Using Mesh", the plugin's "tuner: ... steering to Ring" and its
-#                            127.77 addresses
+#   check-ring, check-line   the correctness suite (its splits included: a communicator without
+#                            the last rank, all ranks reversed), N = 3, 4 and 5 ranks x
+#                            CHECK_EMULATE_PROTOS; each rank log must show the plugin loaded, "via
+#                            NET/Mesh", NCCL's "TUNER/Plugin: Using Mesh", the plugin's "tuner: ...
+#                            steering to Ring" and its 127.77 addresses. Issue 24: a 3-rank split
+#                            of the 4-line hung NCCL when ranks decided from their own cables; N=3
+#                            and 5 (a line's middle rank has 2 cables, its ends 1) would have
+#                            caught it. Every rank of a communicator logs the same decision digest.
 #   bench-ring               all_reduce (and the other collectives) on the emulated ring with the
 #                            tuner and on the full mesh (plain loopback), same run, same rank
 #                            count; its TARGET line gives the busbw ratio at >= 64 MiB against
@@ -52,7 +56,7 @@
 # GPU_E2E_BUILD (build dir, default <repo>/build-gpu-e2e), CUDA_ARCHS (90), GPU_E2E_BUDGET_S
 # (570: the whole run), CHECK_RANKS (2,3,4), CHECK_PROTOS (Simple,LL,LL128),
 # CHECK_SOCKET_PROTOS (Simple,LL,LL128), BENCH_RANKS (2,3,4), TORCH_RANKS (2,4),
-# CHECK_EMULATE (ring,line: one step per shape; empty: none), CHECK_EMULATE_RANKS (4),
+# CHECK_EMULATE (ring,line: one step per shape; empty: none), CHECK_EMULATE_RANKS (3,4,5),
 # CHECK_EMULATE_PROTOS (Simple,LL,LL128), BENCH_EMULATE (ring: the shape compared with the full
 # mesh; empty: no bench-ring step), BENCH_EMULATE_RANKS (4), EMULATE_TUNER (auto: NCCL_MESH_TUNER
 # of the emulated steps; ring, off, or none = NCCL_TUNER_PLUGIN=none).
@@ -281,8 +285,8 @@ if ((BUILT)); then
   # The NCCL version check after these keeps its 20 s.
   RESERVE_S=25
   for shape in ${EMULATE_SHAPES[@]+"${EMULATE_SHAPES[@]}"}; do
-    run_step "check-$shape" 150 "$E2E" --mode check --net Mesh --plugin "$PLUGIN" \
-      --emulate "$shape" --tuner "${EMULATE_TUNER:-auto}" --ranks "${CHECK_EMULATE_RANKS:-4}" \
+    run_step "check-$shape" 240 "$E2E" --mode check --net Mesh --plugin "$PLUGIN" \
+      --emulate "$shape" --tuner "${EMULATE_TUNER:-auto}" --ranks "${CHECK_EMULATE_RANKS:-3,4,5}" \
       --protos "${CHECK_EMULATE_PROTOS:-Simple,LL,LL128}" --out "$OUT/check-$shape" \
       --timeout 120 --total-timeout @LIMIT@ --skip-exit-code 77
   done

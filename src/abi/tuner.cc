@@ -10,7 +10,8 @@
 namespace mesh::abi {
 namespace {
 
-ncclResult_t tuner_init(size_t n_ranks, size_t n_nodes, ncclDebugLogger_t logger, void** context) {
+ncclResult_t tuner_init_with_id(uint64_t comm_id, size_t n_ranks, size_t n_nodes,
+                                ncclDebugLogger_t logger, void** context) {
   return guard("tuner init", [&] {
     if (logger != nullptr) set_logger(logger);
     if (context == nullptr) {
@@ -23,7 +24,7 @@ ncclResult_t tuner_init(size_t n_ranks, size_t n_nodes, ncclDebugLogger_t logger
       return ncclInvalidArgument;
     }
     std::string why;
-    TunerContext* ctx = create_tuner_context(n_ranks, n_nodes, &why);
+    TunerContext* ctx = create_tuner_context({comm_id, n_ranks, n_nodes}, &why);
     if (ctx == nullptr) {
       MESH_WARN("tuner init failed: %s (set NCCL_TUNER_PLUGIN=none to load no tuner)", why.c_str());
       return ncclInvalidArgument;
@@ -33,10 +34,15 @@ ncclResult_t tuner_init(size_t n_ranks, size_t n_nodes, ncclDebugLogger_t logger
   });
 }
 
-ncclResult_t tuner_init_v5(void** context, uint64_t /*comm_id*/, size_t n_ranks, size_t n_nodes,
+// v3/v4: NCCL passes no communicator id.
+ncclResult_t tuner_init(size_t n_ranks, size_t n_nodes, ncclDebugLogger_t logger, void** context) {
+  return tuner_init_with_id(0, n_ranks, n_nodes, logger, context);
+}
+
+ncclResult_t tuner_init_v5(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
                            ncclDebugLogger_t logger, ncclNvlDomainInfo_v5_t* /*nvl*/,
                            ncclTunerConstants_v5_t* /*constants: left as NCCL set them*/) {
-  return tuner_init(n_ranks, n_nodes, logger, context);
+  return tuner_init_with_id(comm_id, n_ranks, n_nodes, logger, context);
 }
 
 ncclResult_t get_coll_info(void* context, ncclFunc_t coll_type, size_t n_bytes,
@@ -44,7 +50,7 @@ ncclResult_t get_coll_info(void* context, ncclFunc_t coll_type, size_t n_bytes,
                            int /*reg_buff*/, int* /*n_channels: NCCL's choice*/) {
   return guard("tuner getCollInfo", [&] {
     const char* why = nullptr;
-    const TunerContext* ctx = checked_tuner_context(context, &why);
+    TunerContext* ctx = checked_tuner_context(context, &why);
     if (ctx == nullptr) {
       MESH_WARN("tuner getCollInfo: %s", why);
       return ncclInvalidArgument;
@@ -60,6 +66,7 @@ ncclResult_t get_coll_info(void* context, ncclFunc_t coll_type, size_t n_bytes,
       MESH_TRACE(NCCL_TUNING, "tuner: collective %d of %zu bytes steered to Ring",
                  static_cast<int>(coll_type), n_bytes);
     }
+    note_picked_algorithm(ctx, picked_algorithm(table, num_algo, num_proto));
     return ncclSuccess;
   });
 }

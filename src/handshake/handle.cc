@@ -32,6 +32,7 @@ bool encode_handle(const Handle& handle, uint8_t* out, std::string* why) {
   put_u16(out + 6, handle.port);
   std::memcpy(out + 8, handle.nonce.data(), kNonceSize);
   put_u32(out + 28, handle.rdma_mask & ((1u << n) - 1));
+  encode_agreement(handle.agreement, out + 32);
   for (size_t i = 0; i < n; ++i) {
     const Ipv4Prefix& a = handle.addrs[i];
     if (a.prefix > 32) {
@@ -90,6 +91,7 @@ bool decode_handle(const uint8_t* in, size_t len, Handle* out, std::string* why)
     return false;
   }
   Handle h;
+  if (!decode_agreement(in + 32, &h.agreement, why)) return false;
   h.port = port;
   h.rdma_mask = rdma_mask;
   std::memcpy(h.nonce.data(), in + 8, kNonceSize);

@@ -10,7 +10,8 @@
 //   [24] u32  checksum: FNV-1a over bytes [0,24) and [28,128)
 //   [28] u32  RDMA mask: bit i set = address i has a usable RDMA port (RoCE v2 GID or IB);
 //             bits at or above N must be 0
-//   [32] N x { u32 IPv4 address, u8 prefix length (0..32) }, then zero padding to 128 bytes
+//   [32] u8[8] the listener's agreement: the settings every host must share (agreement.h)
+//   [40] N x { u32 IPv4 address, u8 prefix length (0..32) }, then zero padding to 128 bytes
 #pragma once
 
 #include <array>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "handshake/agreement.h"
 #include "util/fnv1a.h"  // the handle checksum (and hello.h's)
 #include "util/ipv4.h"
 
@@ -27,8 +29,8 @@ namespace mesh::handshake {
 inline constexpr size_t kHandleSize = 128;
 inline constexpr size_t kNonceSize = 16;
 inline constexpr uint32_t kHandleMagic = 0x4D534831;  // "MSH1"
-inline constexpr uint8_t kHandleVersion = 2;          // 2: RDMA mask
-inline constexpr size_t kHandleHeaderSize = 32;
+inline constexpr uint8_t kHandleVersion = 3;          // 2: RDMA mask; 3: agreement
+inline constexpr size_t kHandleHeaderSize = 40;
 inline constexpr size_t kHandleAddrSize = 5;
 inline constexpr size_t kMaxHandleAddrs = (kHandleSize - kHandleHeaderSize) / kHandleAddrSize;
 
@@ -39,6 +41,7 @@ struct Handle {
   Nonce nonce{};
   std::vector<Ipv4Prefix> addrs;  // the listener's addresses, in its order of preference
   uint32_t rdma_mask = 0;         // bit i: addrs[i] can terminate an RDMA connection
+  Agreement agreement;            // the listener's shared settings
 };
 
 // Writes exactly kHandleSize bytes. Addresses beyond kMaxHandleAddrs are not encoded: the caller

@@ -16,7 +16,8 @@ void encode_hello(const Hello& hello, uint8_t* out) {
   put_u16(out + 10, hello.ext_len);
   std::memcpy(out + 16, hello.nonce.data(), kNonceSize);
   put_u64(out + 32, hello.conn_id);
-  put_u32(out + 44, fnv1a(out, 44));
+  encode_agreement(hello.agreement, out + 40);
+  put_u32(out + 52, fnv1a(out, 52));
 }
 
 bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
@@ -29,11 +30,11 @@ bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
            std::to_string(kHelloVersion);
     return false;
   }
-  if (get_u32(in + 44) != fnv1a(in, 44)) {
+  if (get_u32(in + 52) != fnv1a(in, 52)) {
     *why = "checksum mismatch";
     return false;
   }
-  if (get_u32(in + 12) != 0 || get_u32(in + 40) != 0) {
+  if (get_u32(in + 12) != 0 || get_u32(in + 48) != 0) {
     *why = "reserved fields are not zero";
     return false;
   }
@@ -65,6 +66,7 @@ bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
   }
   std::memcpy(h.nonce.data(), in + 16, kNonceSize);
   h.conn_id = get_u64(in + 32);
+  if (!decode_agreement(in + 40, &h.agreement, why)) return false;
   *out = h;
   return true;
 }
@@ -79,7 +81,7 @@ void encode_reply(HelloReply reply, uint8_t* out) {
 bool decode_reply(const uint8_t* in, HelloReply* out) {
   if (in[0] != 'M' || in[1] != 'S' || in[2] != 'R') return false;
   if (in[3] < static_cast<uint8_t>(HelloReply::kAccepted) ||
-      in[3] > static_cast<uint8_t>(HelloReply::kSetupFailed)) {
+      in[3] > static_cast<uint8_t>(HelloReply::kSettingsDiffer)) {
     return false;
   }
   *out = static_cast<HelloReply>(in[3]);
@@ -98,6 +100,9 @@ const char* reply_text(HelloReply reply) {
       return "refused: the peer's handshake service is saturated";
     case HelloReply::kSetupFailed:
       return "refused: the peer could not set up the transport (see the WARN in its log)";
+    case HelloReply::kSettingsDiffer:
+      return "refused: the peer's tuner settings differ from this host's (NCCL_MESH_TUNER, "
+             "NCCL_MESH_TUNER_MIN_BYTES must be the same on every host)";
   }
   return "unknown reply";
 }

@@ -7,7 +7,8 @@
 //   [10] u16 extension length   [12] u32 reserved (0)
 //   [16] u8[16] nonce from the listener's handle
 //   [32] u64 connection id (random, chosen by the connector; groups the sockets)
-//   [40] u32 reserved (0)       [44] u32 FNV-1a checksum of bytes [0,44)
+//   [40] u8[8] the connector's agreement: the settings every host must share (agreement.h)
+//   [48] u32 reserved (0)       [52] u32 FNV-1a checksum of bytes [0,52)
 // Reply: 4 bytes 'M','S','R',code (HelloReply).
 //
 // Extension (version 2): a control-socket hello may be followed by `extension length` bytes
@@ -24,10 +25,10 @@
 
 namespace mesh::handshake {
 
-inline constexpr size_t kHelloSize = 48;
+inline constexpr size_t kHelloSize = 56;
 inline constexpr size_t kReplySize = 4;
 inline constexpr uint32_t kHelloMagic = 0x4D534848;  // "MSHH"
-inline constexpr uint8_t kHelloVersion = 2;
+inline constexpr uint8_t kHelloVersion = 3;          // 3: agreement
 inline constexpr size_t kMaxExtension = 1024;
 inline constexpr uint16_t kMaxDataStreams = 64;
 
@@ -35,10 +36,11 @@ enum class Role : uint8_t { kControl = 0, kData = 1 };
 
 enum class HelloReply : uint8_t {
   kAccepted = 1,
-  kWrongNonce = 2,   // no open listen has this nonce: stale or forged handle
-  kMalformed = 3,    // the hello failed validation
-  kBusy = 4,         // too many unauthenticated handshakes pending
-  kSetupFailed = 5,  // the listener could not set up the requested transport (see its WARN)
+  kWrongNonce = 2,      // no open listen has this nonce: stale or forged handle
+  kMalformed = 3,       // the hello failed validation
+  kBusy = 4,            // too many unauthenticated handshakes pending
+  kSetupFailed = 5,     // the listener could not set up the requested transport (see its WARN)
+  kSettingsDiffer = 6,  // the hello's agreement differs from the listener's (agreement.h)
 };
 
 struct Hello {
@@ -48,6 +50,7 @@ struct Hello {
   Nonce nonce{};
   uint64_t conn_id = 0;
   uint16_t ext_len = 0;  // transport extension bytes following a control hello
+  Agreement agreement;   // the connector's shared settings
 };
 
 void encode_hello(const Hello& hello, uint8_t* out);

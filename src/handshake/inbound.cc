@@ -381,6 +381,26 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
     refuse(in, HelloReply::kWrongNonce, "its nonce matches no open listen");
     return;
   }
+  if (!(hello.agreement == agreement_)) {
+    // The connector holds this listen's handle (the nonce matched): a rank of the same job whose
+    // host runs other tuner settings. Fail this listen's accept and tell the connector.
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    getsockname(in->fd, reinterpret_cast<sockaddr*>(&local), &len);
+    const std::string text = describe_disagreement(
+        agreement_, "this host (" + format_endpoint(local) + ")", hello.agreement,
+        "the connecting host (" + format_endpoint(in->peer) + ")");
+    if (ep->failure.empty()) {
+      ep->failure = text;  // the loop holds mu_; accept() fails with it and logs the one WARN
+      MESH_INFO(NCCL_NET | NCCL_INIT, "refused a connection: the hosts' shared settings differ: %s",
+                text.c_str());
+    }
+    uint8_t bytes[kReplySize];
+    encode_reply(HelloReply::kSettingsDiffer, bytes);
+    (void)!send(in->fd, bytes, sizeof(bytes), MSG_NOSIGNAL | MSG_DONTWAIT);
+    drop_incoming(in);
+    return;
+  }
   auto key = std::make_pair(ep.get(), hello.conn_id);
   auto& slot = partial_[key];
   if (!slot) {

@@ -231,6 +231,7 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
           return;
         }
         if (reply != HelloReply::kAccepted) {
+          if (reply == HelloReply::kSettingsDiffer) outgoing->shared->settings_differ = true;
           fail_outgoing(outgoing, std::string("the peer ") + reply_text(reply));
           return;
         }

@@ -120,9 +120,13 @@ void Service::close_listen(const std::shared_ptr<ListenEndpoint>& ep) {
   }
 }
 
-bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out) {
+bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out,
+                         std::string* failure) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (ep->ready.empty()) return false;
+  if (ep->ready.empty()) {
+    if (failure != nullptr) *failure = ep->failure;
+    return false;
+  }
   *out = std::move(ep->ready.front());
   ep->ready.pop_front();
   return true;
@@ -155,9 +159,9 @@ std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& re
     out->rail = i == 0 || nrails == 0 ? 0 : out->index % nrails;
     out->owner = outgoing.get();
     const bool ext = i == 0 && !req.extension.empty();
-    Hello hello{out->role,         out->index,
-                req.ndata,         req.nonce,
-                outgoing->conn_id, static_cast<uint16_t>(ext ? req.extension.size() : 0)};
+    Hello hello{out->role, out->index,        req.ndata,
+                req.nonce, outgoing->conn_id, static_cast<uint16_t>(ext ? req.extension.size() : 0),
+                agreement_};
     out->hello.resize(kHelloSize);
     encode_hello(hello, out->hello.data());
     if (ext) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "handshake/admission_queue.h"
+#include "handshake/agreement.h"
 #include "handshake/connected_sockets.h"
 #include "handshake/handle.h"
 #include "handshake/hello.h"
@@ -51,6 +52,9 @@ struct ListenEndpoint {
   Nonce nonce{};
   std::deque<ConnectedSockets> ready;
   bool closed = false;
+  // Set when a connector that holds this listen's nonce runs with other shared settings
+  // (agreement.h): accept() fails with it rather than wait for a connection that cannot come.
+  std::string failure;
 };
 
 enum class ConnectStatus { kPending, kDone, kFailed };
@@ -58,10 +62,11 @@ enum class ConnectStatus { kPending, kDone, kFailed };
 // One connect() in progress, shared between NCCL's thread (reads status) and the service thread.
 struct OutgoingConnect {
   std::atomic<ConnectStatus> status{ConnectStatus::kPending};
-  std::string error;        // set before status becomes kFailed
-  ConnectedSockets result;  // filled before status becomes kDone
-  std::string description;  // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
-  std::string route;        // relayed: each socket's first hop and route (set before kDone)
+  std::string error;             // set before status becomes kFailed
+  ConnectedSockets result;       // filled before status becomes kDone
+  std::string description;       // "peer 10.0.0.2:5000 via 10.0.0.1 (+1 rail)"
+  std::string route;             // relayed: each socket's first hop and route (set before kDone)
+  bool settings_differ = false;  // refused with kSettingsDiffer (set before kFailed)
 };
 
 // A relayed connect (docs/relay.md): where each socket goes first. kWait: no route yet (the
@@ -107,11 +112,16 @@ class Service {
   uint16_t port() const { return port_; }
   // Set before start(); without one, hellos with an extension are refused.
   void set_extension_handler(ExtensionHandler handler) { extension_handler_ = std::move(handler); }
+  // The shared settings this process sends in its hellos and expects in others' (agreement.h);
+  // local_agreement() unless a test sets it before start().
+  void set_agreement(const Agreement& a) { agreement_ = a; }
 
   std::shared_ptr<ListenEndpoint> open_listen();
   void close_listen(const std::shared_ptr<ListenEndpoint>& ep);
-  // Pops a completed connection for this listen, if any (never blocks).
-  bool take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out);
+  // Pops a completed connection for this listen, if any (never blocks). False with *failure set
+  // once a connector's shared settings differed (ListenEndpoint::failure).
+  bool take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out,
+                  std::string* failure = nullptr);
 
   std::shared_ptr<OutgoingConnect> start_connect(const ConnectRequest& req);
   // Abandons a connect that start_connect returned (its sockets are closed by the service thread).
@@ -168,6 +178,7 @@ class Service {
   std::vector<std::unique_ptr<IncomingSocket>> dead_incoming_;  // freed after each event batch
   uint16_t port_ = 0;
   ExtensionHandler extension_handler_;
+  Agreement agreement_ = local_agreement();
   int64_t timeout_ms_ = 30000;
   WarnLimiter warns_;
   int64_t accept_paused_until_ms_ = 0;  // 0: the listeners are in the epoll set

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "handshake/agreement.h"
 #include "handshake/handle.h"
 #include "topology/emulated_mesh.h"
 #include "topology/ifname_filter.h"
@@ -343,6 +344,7 @@ ncclResult_t Plugin::listen(void* ctx, int dev, void* handle, void** listen_comm
   h.port = service_.port();
   h.addrs = advertised_addresses(dev);
   h.rdma_mask = rdma_.address_mask(h.addrs, handshake::kMaxHandleAddrs);
+  h.agreement = handshake::local_agreement();
   if (h.addrs.size() > handshake::kMaxHandleAddrs && !warned_addr_overflow_) {
     warned_addr_overflow_ = true;
     MESH_WARN(
@@ -396,6 +398,10 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     req.port = h.port;
     req.timeout_ms = settings().connect_timeout_ms;
     PendingConnect pc;
+    // Shared settings that differ: the connect still runs, so that the listener learns it too
+    // and fails its accept (a peer left waiting would hang NCCL); it fails with this text.
+    pc.disagreement = handshake::describe_disagreement(handshake::local_agreement(), "this host",
+                                                       h.agreement, "the peer's host");
     if (rails.empty()) {
       const int64_t since = relay_waits_.emplace(key, monotonic_ms()).first->second;
       const RelayPlan plan =
@@ -417,6 +423,17 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
       return ncclSuccess;
     case handshake::ConnectStatus::kFailed:
       pending_.erase(it);
+      if (attempt->settings_differ) {
+        MESH_WARN(
+            "connect to %s failed: the hosts' shared settings differ: %s. Set the same "
+            "values on every host (NCCL's ranks must pick the same algorithms, or its "
+            "collectives hang)",
+            attempt->description.c_str(),
+            pc.disagreement.empty() ? "(the peer's handle showed no difference: settings "
+                                      "changed between listen and connect?)"
+                                    : pc.disagreement.c_str());
+        return ncclInvalidUsage;
+      }
       MESH_WARN("connect to %s failed: %s", attempt->description.c_str(), attempt->error.c_str());
       return ncclRemoteError;
     case handshake::ConnectStatus::kDone:
@@ -426,6 +443,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
   if (!attempt->route.empty()) {
     MESH_INFO(NCCL_NET | NCCL_INIT, "connect to %s: relayed over %s; %s",
               attempt->description.c_str(), pc.relay_rdma ? "RDMA" : "TCP", attempt->route.c_str());
+    warn_ring_off_cables(c, attempt->description, attempt->route);
   }
   handshake::ConnectedSockets& sockets = attempt->result;
   if (pc.relay_rdma) {
@@ -632,7 +650,15 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
   l->awaiting_ready = nullptr;
   if (!conn) {
     handshake::ConnectedSockets sockets;
-    if (!service_.take_ready(l->endpoint, &sockets)) return ncclSuccess;
+    std::string failure;
+    if (!service_.take_ready(l->endpoint, &sockets, &failure)) {
+      if (failure.empty()) return ncclSuccess;
+      MESH_WARN(
+          "accept on device %d failed: the hosts' shared settings differ: %s. Set the same "
+          "values on every host",
+          l->dev, failure.c_str());
+      return ncclInvalidUsage;
+    }
     if (!sockets.transport_state && gpu_pointers(ptr_support_[static_cast<size_t>(l->dev)])) {
       MESH_WARN(
           "accept: device %s advertises GPU memory (NCCL_PTR_CUDA/DMABUF), but the connection "

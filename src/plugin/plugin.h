@@ -52,6 +52,7 @@ struct Context {
   ObjectTag tag = ObjectTag::kContext;
   uint64_t comm_id = 0;
   int traffic_class = -1;
+  bool warned_ring_off_cables = false;  // warn_ring_off_cables: once per communicator
 };
 
 struct ListenComm {
@@ -120,6 +121,10 @@ class Plugin {
                                  int64_t since_ms, handshake::ConnectRequest* req,
                                  PendingConnect* pc);
   void start_relay_agent();  // caller holds mu_; after the handshake service started
+  // A relayed connection in a communicator whose collectives this library's tuner steers to
+  // Ring, and that has so far run Ring alone: NCCL's ring neighbours are then not cable
+  // neighbours (ranks launched out of cable order). One WARN per communicator, with the fix.
+  void warn_ring_off_cables(Context* c, const std::string& peer, const std::string& route);
   // Registers a connection built by make_connection with the context; the comm for NCCL.
   void* adopt(std::unique_ptr<Connection> conn, Context* ctx, const char* what);
   ncclResult_t register_region(void* comm, void* data, size_t size, int type, uint64_t offset,
@@ -148,6 +153,7 @@ class Plugin {
     std::shared_ptr<rdma::Endpoint> rdma;  // set when the connection will use RDMA
     bool relay_rdma = false;               // rdma goes to a relay host (relay_send_connection.h)
     std::string relay_host;                // that relay host's address, for messages
+    std::string disagreement;  // the shared settings that differ from the peer's handle ("": none)
   };
   std::map<std::pair<Context*, handshake::Nonce>, PendingConnect> pending_;
   // Relayed connects still waiting for a route (RelayPlan::kWait): since when.

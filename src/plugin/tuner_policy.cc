@@ -1,6 +1,7 @@
 #include "plugin/tuner_policy.h"
 
 #include "nccl/tuner_common.h"
+#include "util/fnv1a.h"
 
 namespace mesh {
 namespace {
@@ -10,9 +11,9 @@ namespace {
 constexpr int kMaxAlgorithms = 64;
 constexpr int kMaxProtocols = 16;
 
-bool partial_mesh(size_t n_nodes, size_t local_cables, bool loopback_fallback) {
-  return !loopback_fallback && n_nodes >= 3 && local_cables + 1 < n_nodes;
-}
+// Three or more nodes: some pair may lack a cable (a ring, a line, a subset of any mesh), and
+// NCCL's Tree/PAT would then send bulk data through relays. Two nodes share their one cable.
+constexpr size_t kAutoMinNodes = 3;
 
 bool ring_able(int coll_type) {
   switch (coll_type) {
@@ -33,8 +34,7 @@ bool usable(float cost) {
 
 }  // namespace
 
-TunerState decide_tuner(const TunerConfig& config, size_t n_nodes, size_t local_cables,
-                        bool loopback_fallback) {
+TunerState decide_tuner(const TunerConfig& config, size_t n_nodes) {
   TunerState state;
   state.min_bytes = config.min_bytes;
   switch (config.mode) {
@@ -45,21 +45,41 @@ TunerState decide_tuner(const TunerConfig& config, size_t n_nodes, size_t local_
       state.steer = n_nodes >= 2;  // one node: no network, nothing to steer
       break;
     case TunerMode::kAuto:
-      state.steer = partial_mesh(n_nodes, local_cables, loopback_fallback);
+      state.steer = n_nodes >= kAutoMinNodes;
       break;
   }
   return state;
 }
 
-const char* describe_tuner_decision(const TunerConfig& config, size_t n_nodes, size_t local_cables,
-                                    bool loopback_fallback) {
+const char* describe_tuner_decision(const TunerConfig& config, size_t n_nodes) {
   if (config.mode == TunerMode::kOff) return "off (NCCL_MESH_TUNER=off)";
   if (n_nodes < 2) return "idle: one node, no network";
   if (config.mode == TunerMode::kRing) return "steering to Ring (NCCL_MESH_TUNER=ring)";
-  if (loopback_fallback) return "idle: loopback only, no cables to judge the mesh by";
-  if (partial_mesh(n_nodes, local_cables, loopback_fallback))
-    return "steering to Ring: partial mesh (fewer cables on this host than nodes - 1)";
-  return "idle: full mesh (a cable per other node)";
+  if (n_nodes >= kAutoMinNodes) return "steering to Ring (NCCL_MESH_TUNER=auto, 3 or more nodes)";
+  return "idle: two nodes share one cable (NCCL_MESH_TUNER=auto)";
+}
+
+uint32_t tuner_decision_digest(const TunerConfig& config, size_t n_nodes) {
+  const TunerState s = decide_tuner(config, n_nodes);
+  const uint64_t words[] = {static_cast<uint64_t>(config.mode), config.min_bytes, n_nodes,
+                            s.steer ? 1u : 0u};
+  return fnv1a(reinterpret_cast<const uint8_t*>(words), sizeof(words));
+}
+
+int picked_algorithm(const float* table, int num_algo, int num_proto) {
+  int best = -1;
+  float best_cost = 0.0f;
+  for (int a = 0; a < num_algo; ++a) {
+    for (int p = 0; p < num_proto; ++p) {
+      const float cost =
+          table[static_cast<size_t>(a) * static_cast<size_t>(num_proto) + static_cast<size_t>(p)];
+      if (usable(cost) && (best < 0 || cost < best_cost)) {
+        best = a;
+        best_cost = cost;
+      }
+    }
+  }
+  return best;
 }
 
 bool validate_cost_table(const void* table, int num_algo, int num_proto, const char** why) {

@@ -100,6 +100,7 @@ Settings load_settings(const char* (*getenv_fn)(const char*), std::vector<std::s
     if (v == nullptr) continue;
     std::string why;
     if (!parse_setting(info.env, v, &s, &why)) {
+      s.malformed.emplace_back(info.env);
       warnings->push_back(std::string(info.env) + ": " + why + "; using the default " +
                           (info.default_value.empty() ? "(empty)" : info.default_value));
     }

@@ -94,11 +94,13 @@ struct SettingEnum<RelayScope> {
     "CPU, flushed as GPU memory). Logs a WARN when on.")                                          \
   X(TunerMode, tuner, "NCCL_MESH_TUNER", TunerMode::kAuto, 0, 0,                                  \
     "Tuner NCCL loads from this library: auto steers AllReduce, AllGather, ReduceScatter, "       \
-    "Broadcast and Reduce to Ring on a partial mesh (this host has fewer cables than nodes - "    \
-    "1), ring does so always, off never touches NCCL's choice.")                                  \
-  X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 0, 0, 1099511627776,                   \
+    "Broadcast and Reduce of NCCL_MESH_TUNER_MIN_BYTES or more to Ring when the communicator "    \
+    "spans 3 or more nodes, ring does so from 2 nodes, off never touches NCCL's choice. Must be " \
+    "the same on every host: a connection between hosts that differ fails with a WARN.")          \
+  X(int64_t, tuner_min_bytes, "NCCL_MESH_TUNER_MIN_BYTES", 131072, 0, 1099511627776,              \
     "Smallest collective (bytes) the tuner steers to Ring; smaller ones keep NCCL's choice "      \
-    "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between).")               \
+    "(Tree/PAT, whose non-neighbour pairs are relayed through the hosts between). Must be the "   \
+    "same on every host, as NCCL_MESH_TUNER.")                                                    \
   X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                   \
     "1: a connection to a peer without a common subnet is relayed through neighbours (shortest "  \
     "paths of the cable graph, found at run time; RDMA through one relay host where both cables " \
@@ -127,6 +129,9 @@ struct Settings {
 #define MESH_SETTINGS_FIELD(type, field, env, def, lo, hi, help) type field = def;
   MESH_SETTINGS(MESH_SETTINGS_FIELD)
 #undef MESH_SETTINGS_FIELD
+  // The variables whose value was malformed (their field kept its default). Settings that must
+  // agree across hosts (the tuner's) refuse to run on a default nobody asked for.
+  std::vector<std::string> malformed;
 };
 
 struct SettingInfo {
@@ -140,8 +145,9 @@ struct SettingInfo {
 // Parses one setting's text; false with *why on a malformed or out-of-range value.
 bool parse_setting(const std::string& env, const std::string& text, Settings* s, std::string* why);
 
-// Reads every NCCL_MESH_* variable from `getenv`. Malformed values keep the default and add a
-// line to *warnings (the caller logs them: a typo must not silently change behaviour unseen).
+// Reads every NCCL_MESH_* variable from `getenv`. Malformed values keep the default, add a line
+// to *warnings (the caller logs them: a typo must not silently change behaviour unseen) and
+// their variable's name to Settings::malformed.
 Settings load_settings(const char* (*getenv_fn)(const char*), std::vector<std::string>* warnings);
 
 // The process-wide settings, read once on first use.

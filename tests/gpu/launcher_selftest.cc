@@ -226,10 +226,12 @@ const char* kGoodRingLog =
     "pci (virtual)\n"
     "h:1:1 [0] NCCL INFO Using network Mesh\n"
     "h:1:1 [0] NCCL INFO TUNER/Plugin: Using Mesh (v5)\n"
-    "h:1:1 [0] NCCL INFO NET/Mesh : tuner: 4 ranks on 4 nodes, 2 cable(s) on this host: steering "
-    "to Ring: partial mesh (fewer cables on this host than nodes - 1) (from 0 bytes)\n"
-    "h:1:1 [0] NCCL INFO NET/Mesh : tuner: 2 ranks on 2 nodes, 1 cable(s) on this host: idle: full "
-    "mesh (a cable per other node) (from 0 bytes)\n"
+    "h:1:1 [0] NCCL INFO NET/Mesh : tuner: comm 0x5e1d, 4 ranks on 4 nodes: steering to Ring "
+    "(NCCL_MESH_TUNER=auto, 3 or more nodes) (from 131072 bytes; decision 1a2b3c4d; this host's 2 "
+    "cable(s) are not an input)\n"
+    "h:1:1 [0] NCCL INFO NET/Mesh : tuner: comm 0x5e1e, 2 ranks on 2 nodes: idle: two nodes share "
+    "one cable (NCCL_MESH_TUNER=auto) (from 131072 bytes; decision 0a0b0c0d; this host's 2 "
+    "cable(s) are not an input)\n"
     "h:1:1 [0] NCCL INFO Channel 00/0 : 3[0] -> 0[0] [receive] via NET/Mesh/0\n"
     "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Mesh/0\n"
     "h:1:1 [0] NCCL INFO NET/Mesh : connect: no common subnet with the peer (127.77.0.9/30): "
@@ -267,8 +269,7 @@ void checkLogScan() {
   expect(ok.viaLines == 2 && ok.tunerLoadedRanks == 1 && ok.relayedLines == 1,
          "good ring log: via/tuner/relayed counts");
   expect(ok.tunerDecisions.size() == 2 &&
-             ok.tunerDecisions[0] ==
-                 "steering to Ring: partial mesh (fewer cables on this host than nodes - 1)",
+             ok.tunerDecisions[0] == "steering to Ring (NCCL_MESH_TUNER=auto, 3 or more nodes)",
          "tuner decision text: " + (ok.tunerDecisions.empty() ? "" : ok.tunerDecisions[0]));
   expect(ok.ncclVersion == "2.28.9+cuda13.0", "NCCL version");
   expect(anyProblemHas(scan(without(kGoodRingLog, "TUNER/Plugin"), ring), "TUNER/Plugin"),

@@ -10,10 +10,11 @@ bool contains(const std::string& s, const char* what) {
 }
 
 // The plugin's tuner line (plugin/tuner_context.cc):
-//   "tuner: <n> ranks on <m> nodes, <k> cable(s) on this host: <decision> (from <b> bytes)"
+//   "tuner: comm 0x<id>, <n> ranks on <m> nodes: <decision> (from <b> bytes; decision <digest>;
+//    ...)"
 // Returns the decision, or "" when `line` is not that line.
 std::string tunerDecision(const std::string& line) {
-  static const std::string kMarker = " cable(s) on this host: ";
+  static const std::string kMarker = " nodes: ";
   const auto t = line.find("tuner: ");
   if (t == std::string::npos) return "";
   const auto m = line.find(kMarker, t);
@@ -53,10 +54,9 @@ std::string expectedTunerDecision(const SetSpec& spec) {
   if (spec.net != "Mesh" || spec.emulate == "none" || spec.tuner == "none") return "";
   if (spec.tuner == "off") return "off";
   if (spec.tuner == "ring") return "steering to Ring";
-  // auto (plugin/tuner_policy.h): partial when a host has fewer cables than nodes - 1. From 4
-  // ranks on, every rank of a ring or line has at most 2 cables, so all steer; a ring of 3 is a
-  // full mesh, and in a line of 3 the middle rank sees a full mesh: nothing to require there.
-  return spec.nranks >= 4 ? "steering to Ring" : "";
+  // auto (plugin/tuner_policy.h): every communicator of 3 or more nodes steers, whatever the
+  // wiring (one GPU per emulated host: nodes = ranks); two nodes share one cable.
+  return spec.nranks >= 3 ? "steering to Ring" : "idle";
 }
 
 void scanRankLog(std::istream& in, const std::string& path, int rank, bool exitedCleanly,

@@ -21,8 +21,8 @@ void scanRankLog(std::istream& in, const std::string& path, int rank, bool exite
                  const SetSpec& spec, SetOutcome& out);
 
 // How the plugin's tuner decision line must begin for `spec` ("" when nothing is required: full
-// mesh, Socket, no tuner loaded, or auto on fewer than 4 ranks, where the ranks may decide
-// differently).
+// mesh, Socket, no tuner loaded). With auto every rank decides from the node count alone:
+// "steering to Ring" from 3 ranks (one GPU per emulated host), "idle" with 2.
 std::string expectedTunerDecision(const SetSpec& spec);
 
 }  // namespace e2e

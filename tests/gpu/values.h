@@ -19,8 +19,8 @@ namespace e2e {
 
 // Which value distribution a buffer holds; chosen by the reduction op under test.
 enum class ValueKind : uint8_t {
-  kGeneral,  // [-15, 15]: a sum over 4 ranks stays in [-60, 60], exact in int8 and bfloat16
-  kProduct,  // {-2, -1, 1, 2}: a product over 4 ranks is at most 16 in magnitude
+  kGeneral,  // [-15, 15]: a sum over 5 ranks stays in [-75, 75], exact in int8 and bfloat16
+  kProduct,  // {-2, -1, 1, 2}: a product over 5 ranks is at most 32 in magnitude
   kAverage,  // nranks * [-3, 3]: the sum is divisible by nranks, so integer averages are exact
 };
 

@@ -17,7 +17,7 @@ namespace {
 using Buffer = std::array<uint8_t, kHandleSize>;
 
 static_assert(kHandleSize == 128);
-static_assert(kMaxHandleAddrs == 19);  // (128 - 32) / 5
+static_assert(kMaxHandleAddrs == 17);  // (128 - 40) / 5
 
 constexpr uint32_t ip(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   return (a << 24) | (b << 16) | (c << 8) | d;
@@ -111,19 +111,37 @@ TEST(HandleCodec, LayoutIsBigEndianAsDocumented) {
   EXPECT_EQ(b[1], 'S');
   EXPECT_EQ(b[2], 'H');
   EXPECT_EQ(b[3], '1');
-  EXPECT_EQ(b[4], 2);  // version
+  EXPECT_EQ(b[4], 3);  // version
   EXPECT_EQ(b[5], 2);  // address count
   EXPECT_EQ(b[6], 0x12);
   EXPECT_EQ(b[7], 0x34);
   for (size_t i = 0; i < kNonceSize; ++i) EXPECT_EQ(b[8 + i], 0xA0 + i) << i;
   for (size_t i = 28; i < 32; ++i) EXPECT_EQ(b[i], 0) << i;
+  // The agreement (defaults: tuner auto = 0, threshold 131072 in 56 bits), then the addresses
+  // from byte 40.
+  const uint8_t agreement[] = {0, 0, 0, 0, 0, 0x02, 0, 0};
+  for (size_t i = 0; i < sizeof(agreement); ++i) EXPECT_EQ(b[32 + i], agreement[i]) << i;
   const uint8_t addrs[] = {10, 1, 2, 3, 31, 192, 168, 7, 9, 24};
-  for (size_t i = 0; i < sizeof(addrs); ++i) EXPECT_EQ(b[32 + i], addrs[i]) << i;
-  for (size_t i = 42; i < kHandleSize; ++i) EXPECT_EQ(b[i], 0) << i;
+  for (size_t i = 0; i < sizeof(addrs); ++i) EXPECT_EQ(b[40 + i], addrs[i]) << i;
+  for (size_t i = 50; i < kHandleSize; ++i) EXPECT_EQ(b[i], 0) << i;
   // The stored checksum is the documented one.
   Buffer copy = b;
   resign(copy);
   EXPECT_EQ(copy, b);
+}
+
+TEST(HandleCodec, AgreementRoundTripsAndIsValidated) {
+  Handle h = make_handle(2);
+  h.agreement = {TunerMode::kOff, 131072};
+  Buffer b = encoded(h);
+  EXPECT_EQ(b[32], 2);  // off
+  Handle out;
+  std::string why;
+  ASSERT_TRUE(decode_handle(b.data(), b.size(), &out, &why)) << why;
+  EXPECT_EQ(out.agreement, h.agreement);
+  b[32] = 7;
+  resign(b);
+  expect_rejected(b, "tuner mode");
 }
 
 TEST(HandleCodec, EncodeWritesExactly128Bytes) {
@@ -260,7 +278,7 @@ TEST(HandleDecode, RejectsBadMagic) {
 }
 
 TEST(HandleDecode, RejectsOtherVersions) {
-  for (const uint8_t version : std::initializer_list<uint8_t>{0, 1, 3, 255}) {
+  for (const uint8_t version : std::initializer_list<uint8_t>{0, 1, 2, 4, 255}) {
     Buffer b = encoded(make_handle(2));
     b[4] = version;
     resign(b);
@@ -272,7 +290,7 @@ TEST(HandleDecode, RejectsZeroAndTooManyAddresses) {
   {
     Buffer b = encoded(make_handle(1));
     b[5] = 0;
-    std::memset(b.data() + 32, 0, 5);  // keep the padding rule satisfied
+    std::memset(b.data() + kHandleHeaderSize, 0, 5);  // keep the padding rule satisfied
     resign(b);
     expect_rejected(b, "address count 0");
   }
@@ -343,7 +361,7 @@ TEST(HandleCodec, RdmaMaskRoundTripsAndIsTrimmedToTheAddresses) {
 
 TEST(HandleDecode, RejectsNonZeroPaddingAtEveryPosition) {
   for (const size_t n : {size_t{1}, size_t{7}, kMaxHandleAddrs}) {
-    for (size_t i = 32 + n * 5; i < kHandleSize; ++i) {
+    for (size_t i = kHandleHeaderSize + n * 5; i < kHandleSize; ++i) {
       Buffer b = encoded(make_handle(n));
       b[i] = 0x80;
       resign(b);
@@ -357,7 +375,7 @@ TEST(HandleDecode, RejectsPrefixAbove32) {
   for (const uint8_t prefix : std::initializer_list<uint8_t>{33, 64, 255}) {
     for (const size_t entry : {size_t{0}, size_t{2}}) {
       Buffer b = encoded(make_handle(3));
-      b[32 + entry * 5 + 4] = prefix;
+      b[kHandleHeaderSize + entry * 5 + 4] = prefix;
       resign(b);
       SCOPED_TRACE("entry " + std::to_string(entry) + " prefix " + std::to_string(prefix));
       expect_rejected(b, "prefix length " + std::to_string(prefix));
@@ -370,7 +388,7 @@ TEST(HandleDecode, RejectsNonUnicastAddresses) {
                               ip(230, 1, 2, 3), ip(224, 0, 0, 0)}) {
     for (const size_t entry : {size_t{0}, size_t{1}}) {
       Buffer b = encoded(make_handle(2));
-      put_be32(b.data() + 32 + entry * 5, addr);
+      put_be32(b.data() + kHandleHeaderSize + entry * 5, addr);
       resign(b);
       SCOPED_TRACE("entry " + std::to_string(entry) + " address " + format_ipv4(addr));
       expect_rejected(b, "not a unicast");
@@ -417,8 +435,8 @@ TEST(HandleDecode, RandomBodiesBehindAValidHeaderNeverDecode) {
     b[7] = static_cast<uint8_t>(rng());
     for (size_t i = 8; i < 28; ++i) b[i] = static_cast<uint8_t>(rng());
     for (size_t i = 0; i < n; ++i) {
-      put_be32(b.data() + 32 + i * 5, random_unicast(rng));
-      b[32 + i * 5 + 4] = static_cast<uint8_t>(rng() % 33);
+      put_be32(b.data() + kHandleHeaderSize + i * 5, random_unicast(rng));
+      b[kHandleHeaderSize + i * 5 + 4] = static_cast<uint8_t>(rng() % 33);
     }
     Handle out;
     std::string why;

@@ -16,7 +16,7 @@ namespace {
 
 using Buffer = std::array<uint8_t, kHelloSize>;
 
-static_assert(kHelloSize == 48);
+static_assert(kHelloSize == 56);
 static_assert(kReplySize == 4);
 
 Hello make_hello(Role role, uint16_t index, uint16_t ndata) {
@@ -26,6 +26,7 @@ Hello make_hello(Role role, uint16_t index, uint16_t ndata) {
   h.ndata = ndata;
   for (size_t i = 0; i < kNonceSize; ++i) h.nonce[i] = static_cast<uint8_t>(0x30 + i);
   h.conn_id = 0x0123456789ABCDEFull;
+  h.agreement = {TunerMode::kRing, 0x0000123456789AULL};
   return h;
 }
 
@@ -47,9 +48,9 @@ void put_be32(uint8_t* p, uint32_t v) {
   p[3] = static_cast<uint8_t>(v);
 }
 
-// Recomputes the documented checksum: FNV-1a of [0,44), big-endian at [44,48).
+// Recomputes the documented checksum: FNV-1a of [0,52), big-endian at [52,56).
 void resign(Buffer& b) {
-  put_be32(b.data() + 44, fnv1a(b.data(), 44));
+  put_be32(b.data() + 52, fnv1a(b.data(), 52));
 }
 
 void expect_same(const Hello& got, const Hello& want) {
@@ -58,6 +59,7 @@ void expect_same(const Hello& got, const Hello& want) {
   EXPECT_EQ(got.ndata, want.ndata);
   EXPECT_EQ(got.nonce, want.nonce);
   EXPECT_EQ(got.conn_id, want.conn_id);
+  EXPECT_EQ(got.agreement, want.agreement);
 }
 
 // Decoding must fail with a reason containing `reason` and leave *out untouched.
@@ -75,19 +77,22 @@ void expect_rejected(const Buffer& b, const std::string& reason) {
 
 TEST(HelloCodec, LayoutIsBigEndianAsDocumented) {
   const Buffer b = encoded(make_hello(Role::kData, 0x0102, 0x0003));
-  const uint8_t header[] = {'M', 'S', 'H', 'H', 2, 1, 0x01, 0x02, 0x00, 0x03};
+  const uint8_t header[] = {'M', 'S', 'H', 'H', 3, 1, 0x01, 0x02, 0x00, 0x03};
   for (size_t i = 0; i < sizeof(header); ++i) EXPECT_EQ(b[i], header[i]) << i;
   for (size_t i = 10; i < 16; ++i) EXPECT_EQ(b[i], 0) << i;
   for (size_t i = 0; i < kNonceSize; ++i) EXPECT_EQ(b[16 + i], 0x30 + i) << i;
   const uint8_t conn[] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF};
   for (size_t i = 0; i < sizeof(conn); ++i) EXPECT_EQ(b[32 + i], conn[i]) << i;
-  for (size_t i = 40; i < 44; ++i) EXPECT_EQ(b[i], 0) << i;
+  // The agreement: u8 tuner mode (ring = 1), then the threshold as 56 bits.
+  const uint8_t agreement[] = {0x01, 0x00, 0x00, 0x12, 0x34, 0x56, 0x78, 0x9A};
+  for (size_t i = 0; i < sizeof(agreement); ++i) EXPECT_EQ(b[40 + i], agreement[i]) << i;
+  for (size_t i = 48; i < 52; ++i) EXPECT_EQ(b[i], 0) << i;
   Buffer copy = b;
   resign(copy);
   EXPECT_EQ(copy, b);
 }
 
-TEST(HelloCodec, EncodeWritesExactly48Bytes) {
+TEST(HelloCodec, EncodeWritesExactly56Bytes) {
   std::array<uint8_t, kHelloSize + 8> big;
   big.fill(0xCC);
   encode_hello(make_hello(Role::kControl, 0, 4), big.data());
@@ -132,7 +137,7 @@ TEST(HelloDecode, RejectsBadMagic) {
 }
 
 TEST(HelloDecode, RejectsOtherVersions) {
-  for (const uint8_t v : std::initializer_list<uint8_t>{0, 1, 3, 255}) {
+  for (const uint8_t v : std::initializer_list<uint8_t>{0, 1, 2, 4, 255}) {
     Buffer b = encoded(make_hello(Role::kControl, 0, 4));
     b[4] = v;
     resign(b);
@@ -206,13 +211,27 @@ TEST(HelloDecode, ExtensionOnlyOnControlAndBounded) {
 }
 
 TEST(HelloDecode, RejectsNonZeroReservedFields) {
-  for (const size_t i : {12, 13, 14, 15, 40, 41, 42, 43}) {
+  for (const size_t i : {12, 13, 14, 15, 48, 49, 50, 51}) {
     Buffer b = encoded(make_hello(Role::kData, 1, 4));
     b[i] = 0x01;
     resign(b);
     SCOPED_TRACE("byte " + std::to_string(i));
     expect_rejected(b, "reserved");
   }
+}
+
+TEST(HelloDecode, RejectsAnUnknownTunerMode) {
+  Buffer b = encoded(make_hello(Role::kData, 1, 4));
+  b[40] = 3;  // auto, ring, off are 0..2
+  resign(b);
+  expect_rejected(b, "tuner mode");
+}
+
+TEST(HelloDecode, RejectsAThresholdBeyondTheSettingsRange) {
+  Buffer b = encoded(make_hello(Role::kData, 1, 4));
+  b[41] = 0x01;  // 2^48
+  resign(b);
+  expect_rejected(b, "threshold");
 }
 
 TEST(HelloDecode, EverySingleBitFlipIsRejected) {
@@ -266,7 +285,7 @@ TEST(HelloReply, RoundTripEveryReply) {
 TEST(HelloReply, RejectsInvalidReplies) {
   const std::array<std::array<uint8_t, 4>, 8> bad = {{
       {'M', 'S', 'R', 0},
-      {'M', 'S', 'R', 6},
+      {'M', 'S', 'R', 7},
       {'M', 'S', 'R', 255},
       {'X', 'S', 'R', 1},
       {'M', 'X', 'R', 1},
@@ -284,13 +303,16 @@ TEST(HelloReply, RejectsInvalidReplies) {
 TEST(HelloReply, TextsAreDistinct) {
   EXPECT_STREQ(reply_text(HelloReply::kAccepted), "accepted");
   std::set<std::string> texts;
-  for (const HelloReply r : {HelloReply::kAccepted, HelloReply::kWrongNonce, HelloReply::kMalformed,
-                             HelloReply::kBusy}) {
+  for (const HelloReply r :
+       {HelloReply::kAccepted, HelloReply::kWrongNonce, HelloReply::kMalformed, HelloReply::kBusy,
+        HelloReply::kSetupFailed, HelloReply::kSettingsDiffer}) {
     const std::string t = reply_text(r);
     EXPECT_FALSE(t.empty());
     texts.insert(t);
   }
-  EXPECT_EQ(texts.size(), 4u);
+  EXPECT_EQ(texts.size(), 6u);
+  EXPECT_NE(std::string(reply_text(HelloReply::kSettingsDiffer)).find("NCCL_MESH_TUNER"),
+            std::string::npos);
   EXPECT_NE(std::string(reply_text(HelloReply::kWrongNonce)).find("nonce"), std::string::npos);
 }
 

@@ -110,7 +110,7 @@ bool raw_connect(const UniqueFd& s, uint16_t port) {
 bool send_hello(const UniqueFd& s, Role role, uint16_t index, const Nonce& nonce,
                 uint64_t conn_id) {
   uint8_t bytes[kHelloSize];
-  encode_hello(Hello{role, index, 1, nonce, conn_id, 0}, bytes);
+  encode_hello(Hello{role, index, 1, nonce, conn_id, 0, local_agreement()}, bytes);
   return send(s.get(), bytes, sizeof(bytes), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(bytes));
 }
 

@@ -330,7 +330,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_IB_RETRY_CNT", "integer", "6", "0..6"},
       {"NCCL_MESH_TEST_HOST_AS_GPU", "integer", "0", "0..1"},
       {"NCCL_MESH_TUNER", "enum", "auto", "auto, ring, off"},
-      {"NCCL_MESH_TUNER_MIN_BYTES", "integer", "0", "0..1099511627776"},
+      {"NCCL_MESH_TUNER_MIN_BYTES", "integer", "131072", "0..1099511627776"},
       {"NCCL_MESH_RELAY", "integer", "1", "0..1"},
       {"NCCL_MESH_RELAY_RDMA_SLOTS", "integer", "8", "1..64"},
       {"NCCL_MESH_RELAY_RDMA_SLOT_BYTES", "integer", "524288", "4096..16777216"},

@@ -1,9 +1,10 @@
 // The tuner tables as NCCL 2.28.9 finds them (src/plugin/tuner.cc): dlopen the net plugin's
 // library, dlsym ncclTunerPlugin_v5 (then _v4, _v3), init per communicator, getCollInfo on a cost
 // table, finalize. Run with NCCL_MESH_EMULATE=ring:4:0 (set by CTest), so this process is rank 0
-// of an emulated ring of 4: a partial mesh, where large all_reduce must go to Ring; a 3-node
-// communicator (2 cables = a full mesh from here) must leave the table untouched; bad arguments
-// must return errors, never crash.
+// of an emulated ring of 4. The decision depends on NCCL's node count and the settings alone:
+// large all_reduce goes to Ring on 3 or more nodes (4, and 3 although this host has the 2 cables
+// of a triangle), never on 2 nodes, never below NCCL_MESH_TUNER_MIN_BYTES; bad arguments must
+// return errors, never crash.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -47,7 +48,7 @@ TEST(TunerDlsym, EveryVersionIsFound) {
   EXPECT_EQ(dlsym(lib, "ncclTunerPlugin_v2"), nullptr) << "v2 has another layout: not exported";
 }
 
-TEST(TunerDlsym, V5SteersOnTheEmulatedRingAndNotOnAFullMesh) {
+TEST(TunerDlsym, V5SteersFromThreeNodesAndLargeSizesOnly) {
   ASSERT_STREQ(getenv("NCCL_MESH_EMULATE"), "ring:4:0") << "CTest sets the emulated ring";
   void* lib = open_plugin();
   ASSERT_NE(lib, nullptr);
@@ -68,10 +69,24 @@ TEST(TunerDlsym, V5SteersOnTheEmulatedRingAndNotOnAFullMesh) {
     EXPECT_EQ(t[static_cast<size_t>(a * kProtos)], a == NCCL_ALGO_RING ? 50.0f : -1.0f) << a;
   EXPECT_EQ(channels, 0) << "the channel count is left to NCCL";
 
-  void* full = nullptr;  // 3 nodes, 2 cables each: a triangle
-  ASSERT_EQ(tuner->init(&full, 2, 3, 3, nullptr, &nvl, &constants), ncclSuccess);
+  Table small = nccl_table();
+  const Table before = small;
+  ASSERT_EQ(tuner->getCollInfo(ring, ncclFuncAllReduce, 64 << 10, 1, as_nccl_passes(small), kAlgos,
+                               kProtos, 0, &channels),
+            ncclSuccess);
+  EXPECT_EQ(small, before) << "64 KiB is below the default 128 KiB threshold";
+
+  void* three = nullptr;  // 3 nodes: steered like 4, whatever this host's cables
+  ASSERT_EQ(tuner->init(&three, 2, 3, 3, nullptr, &nvl, &constants), ncclSuccess);
+  Table v = nccl_table();
+  ASSERT_EQ(tuner->getCollInfo(three, ncclFuncAllReduce, 64 << 20, 1, as_nccl_passes(v), kAlgos,
+                               kProtos, 0, &channels),
+            ncclSuccess);
+  EXPECT_EQ(v[NCCL_ALGO_PAT * kProtos], -1.0f);
+
+  void* full = nullptr;  // 2 nodes: one cable, nothing to steer
+  ASSERT_EQ(tuner->init(&full, 5, 2, 2, nullptr, &nvl, &constants), ncclSuccess);
   Table u = nccl_table();
-  const Table before = u;
   ASSERT_EQ(tuner->getCollInfo(full, ncclFuncAllReduce, 64 << 20, 1, as_nccl_passes(u), kAlgos,
                                kProtos, 0, &channels),
             ncclSuccess);
@@ -100,6 +115,7 @@ TEST(TunerDlsym, V5SteersOnTheEmulatedRingAndNotOnAFullMesh) {
       << "fewer ranks than nodes";
 
   EXPECT_EQ(tuner->finalize(ring), ncclSuccess);
+  EXPECT_EQ(tuner->finalize(three), ncclSuccess);
   EXPECT_EQ(tuner->finalize(full), ncclSuccess);
   EXPECT_NE(tuner->finalize(nullptr), ncclSuccess);
 }
