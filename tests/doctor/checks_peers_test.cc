@@ -1,5 +1,5 @@
 // Peer checks over synthetic peer maps and probe results: cables, probe failures, MTU and
-// netmask mismatches between the two ends of a cable.
+// netmask mismatches between the two ends of a cable, tuner settings that differ between hosts.
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
@@ -189,6 +189,34 @@ TEST(PeerProbe, WarnOnNetmaskMismatch) {
   EXPECT_EQ(out[2].check, "netmask");
   EXPECT_EQ(out[2].verdict, Verdict::kWarn);
   EXPECT_TRUE(contains(out[2].message, "/24 here, /30 on the peer")) << out[2].message;
+}
+
+TEST(PeerProbe, SharedSettingsThatDifferFail) {
+  Fixture f = triangle();
+  CableProbe p = good_probe("srba", "198.18.1.2/24", 9000);
+  p.info->shared_settings = shared_settings_of(f.inv.settings);
+  f.routes[0].probes = {p};
+  Findings out = check_peer_probes(f.inv, f.model, f.routes);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].check, "shared-settings");
+  EXPECT_EQ(out[0].verdict, Verdict::kOk) << out[0].message;
+
+  p.info->shared_settings["NCCL_MESH_TUNER"] = "ring";
+  f.routes[0].probes = {p};
+  out = check_peer_probes(f.inv, f.model, f.routes);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].check, "shared-settings");
+  EXPECT_EQ(out[0].verdict, Verdict::kFail);
+  EXPECT_TRUE(contains(out[0].message, "NCCL_MESH_TUNER is 'auto' here but 'ring' on the peer"))
+      << out[0].message;
+  EXPECT_TRUE(contains(out[0].fix, "same values on every host")) << out[0].fix;
+}
+
+TEST(PeerProbe, AnOlderPeerWithoutSharedSettingsIsNotJudged) {
+  Fixture f = triangle();
+  f.routes[0].probes = {good_probe("srba", "198.18.1.2/24", 9000)};
+  for (const Finding& x : check_peer_probes(f.inv, f.model, f.routes))
+    EXPECT_NE(x.check, "shared-settings");
 }
 
 }  // namespace

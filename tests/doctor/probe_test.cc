@@ -55,6 +55,7 @@ TEST(ProbeInfo, RoundTripAndMalformed) {
   info.interfaces = {{"srba", prefix("198.18.1.2/24"), 9000, 200000, true},
                      {"lo", prefix("127.0.0.1/8"), 65536, -1, false}};
   info.arrived_on = info.interfaces[0];
+  info.shared_settings = {{"NCCL_MESH_TUNER", "ring"}, {"NCCL_MESH_TUNER_MIN_BYTES", "0"}};
   std::string why;
   const auto back = decode_info(encode_info(info), &why);
   ASSERT_TRUE(back.has_value()) << why;
@@ -65,10 +66,12 @@ TEST(ProbeInfo, RoundTripAndMalformed) {
   EXPECT_TRUE(back->interfaces[0].used);
   ASSERT_TRUE(back->arrived_on.has_value());
   EXPECT_EQ(back->arrived_on->mtu, 9000);
+  EXPECT_EQ(back->shared_settings, info.shared_settings);
 
   for (const char* bad : {"", "[]", "{\"interfaces\": [{\"name\": \"x\"}]}",
                           "{\"interfaces\": [{\"name\": \"x\", \"addr\": \"1.2.3.4\", "
-                          "\"prefix\": 40}]}"}) {
+                          "\"prefix\": 40}]}",
+                          "{\"interfaces\": [], \"shared_settings\": {\"NCCL_MESH_TUNER\": 3}}"}) {
     EXPECT_FALSE(decode_info(bad, &why).has_value()) << bad;
     EXPECT_TRUE(contains(why, "malformed INFO")) << why;
   }

@@ -83,11 +83,44 @@ Findings check_peer_cables(const Inventory& inv, const Model& m,
   return out;
 }
 
+namespace {
+
+// The settings every host must share (the tuner's): a host that differs makes NCCL's ranks pick
+// different algorithms, so the plugin refuses connections between the two (handshake/agreement.h).
+void check_shared_settings(const Inventory& inv, const PeerRoute& r, Findings* out) {
+  const PeerInfo* info = nullptr;
+  for (const CableProbe& p : r.probes) {
+    if (p.ok && p.info) info = &*p.info;
+  }
+  if (info == nullptr || info->shared_settings.empty()) return;  // not probed, or an old doctor
+  std::string differ;
+  for (const auto& [name, mine] : shared_settings_of(inv.settings)) {
+    const auto it = info->shared_settings.find(name);
+    const std::string theirs = it == info->shared_settings.end() ? "(not reported)" : it->second;
+    if (theirs != mine) {
+      differ += (differ.empty() ? "" : "; ") + name + " is '" + mine + "' here but '" + theirs +
+                "' on the peer";
+    }
+  }
+  if (differ.empty()) {
+    out->push_back({"shared-settings", Verdict::kOk, peer_label(r),
+                    "the tuner settings agree (NCCL_MESH_TUNER, NCCL_MESH_TUNER_MIN_BYTES)", ""});
+    return;
+  }
+  out->push_back({"shared-settings", Verdict::kFail, peer_label(r),
+                  differ +
+                      ": NCCL's ranks on the two hosts would pick different algorithms and hang, "
+                      "so the plugin refuses every connection between them",
+                  "set the same values on every host (environment, or /etc/nccl.conf)"});
+}
+
+}  // namespace
+
 Findings check_peer_probes(const Inventory& inv, const Model& m,
                            const std::vector<PeerRoute>& routes) {
-  (void)inv;
   Findings out;
   for (const PeerRoute& r : routes) {
+    check_shared_settings(inv, r, &out);
     for (size_t i = 0; i < r.probes.size() && i < r.rails.size(); ++i) {
       const CableProbe& p = r.probes[i];
       const topology::Rail& rail = r.rails[i];

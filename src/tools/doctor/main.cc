@@ -33,6 +33,7 @@ PeerInfo self_info(const Inventory& inv, const Model& m) {
     const topology::Interface& itf = inv.interfaces[v.interface];
     info.interfaces.push_back({itf.name, itf.addr, itf.mtu, itf.speed_mbps, v.used});
   }
+  info.shared_settings = shared_settings_of(inv.settings);
   return info;
 }
 

@@ -41,6 +41,8 @@ constexpr const char* kFooter = R"(CHECKS
   peer-cable       (peer mode) a local interface on each peer's subnet
   peer-probe       (--probe) TCP round trip and MB/s per cable, against the peer's --serve
   netmask          (--probe) the same prefix length on both ends of every cable
+  shared-settings  (--probe) NCCL_MESH_TUNER and NCCL_MESH_TUNER_MIN_BYTES equal here and on
+                   every peer (else the plugin refuses connections between the two hosts)
 
 PEER MODE
   --peers 198.18.1.2,198.18.2.3 (one peer per address) or --hosts FILE (lines "ADDR" or

@@ -157,4 +157,9 @@ std::vector<PeerLink> links_between_peers(const std::vector<PeerRoute>& routes) 
   return links;
 }
 
+std::map<std::string, std::string> shared_settings_of(const Settings& s) {
+  return {{"NCCL_MESH_TUNER", SettingEnum<TunerMode>::names[static_cast<size_t>(s.tuner)]},
+          {"NCCL_MESH_TUNER_MIN_BYTES", std::to_string(s.tuner_min_bytes)}};
+}
+
 }  // namespace mesh::doctor

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <istream>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,7 +44,13 @@ struct PeerInfo {
   std::string host;
   std::vector<PeerInterface> interfaces;
   std::optional<PeerInterface> arrived_on;  // the peer's interface the probe connection reached
+  // The settings every host must share (the tuner's: handshake/agreement.h), name -> value as
+  // the plugin reads them there; empty from a doctor that predates them.
+  std::map<std::string, std::string> shared_settings = {};
 };
+
+// This host's values of the settings every host must share, for --serve's INFO reply.
+std::map<std::string, std::string> shared_settings_of(const Settings& s);
 
 // Result of probing one cable (rail) against a peer's --serve instance.
 struct CableProbe {

@@ -65,6 +65,7 @@ std::string encode_info(const PeerInfo& info) {
   json j = {{"host", info.host}, {"interfaces", json::array()}};
   for (const PeerInterface& i : info.interfaces) j["interfaces"].push_back(interface_json(i));
   if (info.arrived_on) j["arrived_on"] = interface_json(*info.arrived_on);
+  if (!info.shared_settings.empty()) j["shared_settings"] = info.shared_settings;
   return j.dump();
 }
 
@@ -75,6 +76,12 @@ std::optional<PeerInfo> decode_info(const std::string& text, std::string* why) {
     info.host = j.value("host", "");
     for (const json& i : j.at("interfaces")) info.interfaces.push_back(interface_from(i));
     if (j.contains("arrived_on")) info.arrived_on = interface_from(j.at("arrived_on"));
+    if (j.contains("shared_settings")) {
+      for (const auto& [name, value] : j.at("shared_settings").items()) {
+        if (info.shared_settings.size() >= 64) throw std::runtime_error("too many shared settings");
+        info.shared_settings[name] = value.get<std::string>();
+      }
+    }
     return info;
   } catch (const std::exception& e) {
     *why = std::string("malformed INFO reply: ") + e.what();
