@@ -16,8 +16,9 @@ void Plugin::warn_ring_off_cables(Context* c, const std::string& peer, const std
   if (c->warned_ring_off_cables || !tuner_ring_only(c->comm_id)) return;
   c->warned_ring_off_cables = true;
   MESH_WARN(
-      "communicator 0x%llx runs its collectives on NCCL's Ring (this library's tuner), but the "
-      "connection to %s is relayed (%s): NCCL's ring joins each node to the next in rank order, "
+      "communicator 0x%llx runs its collectives on NCCL's Ring (this library's tuner), but its "
+      "connection to %s goes through relay hosts (%s): NCCL's ring joins each node to the next in "
+      "rank order, "
       "so ranks were not launched in cable order and ring traffic crosses relay hosts (twice the "
       "cable load; GPU memory then needs RDMA on every cable of the route). Unless this "
       "connection is a send/recv or all-to-all pair, launch ranks in cable order: "
