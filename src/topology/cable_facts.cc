@@ -22,13 +22,15 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// uevent's DEVTYPE values of links that are never a cable (Ethernet-framed tunnels and virtual
-// switches report ARPHRD_ETHER, so `type` alone does not tell).
-struct DevtypeReason {
-  const char* devtype;
+// A fact (a DEVTYPE value, a name prefix) and what it says the netdev is.
+struct Known {
+  const char* key;
   const char* why;
 };
-constexpr std::array<DevtypeReason, 9> kDevtypes = {{
+
+// uevent's DEVTYPE values of links that are never a cable (Ethernet-framed tunnels and virtual
+// switches report ARPHRD_ETHER, so `type` alone does not tell).
+constexpr std::array<Known, 9> kDevtypes = {{
     {"bridge", "a bridge"},
     {"wlan", "a wireless interface"},
     {"wireguard", "a WireGuard tunnel"},
@@ -43,11 +45,7 @@ constexpr std::array<DevtypeReason, 9> kDevtypes = {{
 // Name prefixes of container, VM and VPN software, for what sysfs cannot tell (a container
 // runtime's bridge shows as "a bridge" anyway; this catches their veth-less plumbing and
 // tunnels made without a DEVTYPE).
-struct NameReason {
-  const char* prefix;
-  const char* why;
-};
-constexpr std::array<NameReason, 17> kNames = {{
+constexpr std::array<Known, 17> kNames = {{
     {"docker", "a Docker network"},
     {"br-", "a container network bridge"},
     {"virbr", "a libvirt network"},
@@ -93,17 +91,17 @@ std::string not_a_cable_reason(const NetdevFacts& f) {
   if (f.bridge_port) return "a bridge port (sysfs brport/)";
   if (f.tun) return "a tun/tap device (sysfs tun_flags)";
   if (f.wireless) return "a wireless interface";
-  for (const DevtypeReason& d : kDevtypes) {
-    if (f.devtype == d.devtype) return std::string(d.why) + " (DEVTYPE=" + f.devtype + ")";
+  for (const Known& d : kDevtypes) {
+    if (f.devtype == d.key) return std::string(d.why) + " (DEVTYPE=" + f.devtype + ")";
   }
   if (f.type >= 0 && f.type != kArphrdEther && f.type != kArphrdInfiniband &&
       f.type != kArphrdLoopback) {
     return "not an Ethernet or InfiniBand link (ARPHRD type " + std::to_string(f.type) +
            ": a tunnel or VPN)";
   }
-  for (const NameReason& n : kNames) {
-    if (starts_with(f.name, n.prefix)) {
-      return std::string(n.why) + " (name starts with '" + n.prefix + "')";
+  for (const Known& n : kNames) {
+    if (starts_with(f.name, n.key)) {
+      return std::string(n.why) + " (name starts with '" + n.key + "')";
     }
   }
   return {};
