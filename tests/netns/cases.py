@@ -821,7 +821,7 @@ def check_managed_setup(F, topo) -> bool:
                             "bridge's router)" + (": " + "; ".join(bad) if bad else ""))
 
 
-def check_doctor_left_out(F, build, topo, host):
+def check_doctor_left_out(F, build, topo, host, bridge=None):
     """nccl-mesh-doctor in `host`, without NCCL_MESH_IFNAME: it uses the cables, skips mgmt0
     saying why (the default route) and how to include it, in text and in JSON. Both outputs go
     to the log directory (doctor-<topology>-<host>.txt/.json)."""
@@ -862,14 +862,48 @@ def check_doctor_left_out(F, build, topo, host):
         ok, sel = False, f"unreadable: {e}"
     F.check(ok, f"doctor in {host} (--json): used = the cables, left_out mgmt0 reason "
                 f"'default-route' with the include hint" + ("" if ok else f" ({str(sel)[:300]})"))
+    if bridge:
+        e = left.get(bridge, {}) if ok else {}
+        F.check(e.get("reason") == "not-a-cable" and "sysfs bridge/" in e.get("why", "")
+                and re.search(rf"skips\s+{bridge} \S+: a bridge", text),
+                f"doctor in {host}: the bridge {bridge} is left out as a bridge, from sysfs "
+                f"({e.get('why', 'not in left_out')})")
 
 
-def managed_mesh(F, build, topo, label, tcp_baseline=False):
+LOCAL_BRIDGE = ("xbr0", "198.18.99.1/24")  # a bridge on host 0 with an ordinary name (a VM or
+                                           # container network): sysfs, not its name, says bridge
+
+
+def add_local_bridge(F, topo, host) -> bool:
+    """A bridge with one port (a veth whose other end stays unaddressed, so the bridge has
+    carrier) and an address, inside `host`."""
+    ns, (br, addr) = topo.ns(host), LOCAL_BRIDGE
+    for cmd in (["link", "add", br, "type", "bridge", "stp_state", "0", "forward_delay", "0"],
+                ["link", "add", "xd0", "type", "veth", "peer", "name", "xd1"],
+                ["link", "set", "xd0", "master", br], ["link", "set", "xd1", "up"],
+                ["link", "set", "xd0", "up"], ["addr", "add", addr, "dev", br],
+                ["link", "set", br, "up"]):
+        subprocess.run(["ip", "-n", ns, *cmd], check=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        flags = subprocess.run(["ip", "-n", ns, "-o", "link", "show", br], capture_output=True,
+                               text=True).stdout
+        if "LOWER_UP" in flags:
+            return True
+        time.sleep(0.1)
+    return F.check(False, f"{host}: bridge {br} got carrier")
+
+
+def managed_mesh(F, build, topo, label, tcp_baseline=False, local_bridge=False):
     """The issue 29 setup, no NCCL_MESH_IFNAME: an all-pairs run where the cables carry the
-    payload (relayed where no cable joins a pair) and the management legs carry none of it."""
+    payload (relayed where no cable joins a pair) and the management legs carry none of it.
+    local_bridge: host 0 also has an up bridge with an address, which must be left out too."""
     if not check_managed_setup(F, topo):
         return
-    check_doctor_left_out(F, build, topo, topo.host_names()[0])
+    h0 = topo.host_names()[0]
+    if local_bridge and not add_local_bridge(F, topo, h0):
+        return
+    check_doctor_left_out(F, build, topo, h0, LOCAL_BRIDGE[0] if local_bridge else None)
     before = snapshot(topo)
     rows, job = all_pairs_run(F, build, topo, label, env={"NCCL_MESH_IFNAME": None},
                               tcp_baseline=tcp_baseline)
@@ -891,6 +925,12 @@ def managed_mesh(F, build, topo, label, tcp_baseline=False):
                 if meshtopo.MGMT_IF in r["text"]]
     F.check(not mg_cable and not mg_route, "the bench shows no cable or route over mgmt0"
             + (f": {(mg_cable + mg_route)[0][:160]}" if mg_cable or mg_route else ""))
+    if local_bridge:
+        br = LOCAL_BRIDGE[0]
+        F.check(iface_bytes(d, h0, br) <= 64 * KiB and re.search(
+                    rf"{br} \S+: a bridge \(sysfs bridge/\), not a mesh cable", job.ranks[0].output()),
+                f"{h0}:{br} (an up bridge with an address) carried {fmt_bytes(iface_bytes(d, h0, br))}"
+                f" and rank 0 logged why it was left out")
     noted = [r.rank for r in job.ranks
              if re.search(rf"{meshtopo.MGMT_IF} \S+: carries the IPv4 default route.*"
                           rf"NCCL_MESH_IFNAME==", r.output())]
@@ -912,14 +952,15 @@ def managed_mesh(F, build, topo, label, tcp_baseline=False):
 
 @case
 def managed_triangle(F, build, prefix):
-    """Issue 29: the triangle plus a management network holding every host's default route,
-    no NCCL_MESH_IFNAME: the doctor skips mgmt0 saying why and how to include it; a 3-rank
+    """Issue 29: the triangle plus a management network holding every host's default route
+    (and, on a, an up bridge with an address), no NCCL_MESH_IFNAME: the doctor skips mgmt0 and
+    the bridge saying why and how to include them; a 3-rank
     all-pairs run (with the TCP baseline) puts no payload on mgmt0 (counters) and >= 95% of it
     on the cables."""
     if not require_build(F, build):
         return
     with topology("triangle-managed", prefix) as topo:
-        managed_mesh(F, build, topo, "triangle-managed-all", tcp_baseline=True)
+        managed_mesh(F, build, topo, "triangle-managed-all", tcp_baseline=True, local_bridge=True)
 
 
 @case
