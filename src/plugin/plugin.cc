@@ -86,13 +86,17 @@ bool Plugin::discover(std::string* why) {
   selection_ = topology::select_interfaces(all, topology::IfnameFilter::parse(s.ifname));
   for (const std::string& note : selection_.notes)
     MESH_INFO(NCCL_INIT | NCCL_NET, "%s", note.c_str());
+  const std::string missing = topology::describe_missing_cables(selection_);
   if (selection_.used.empty()) {
-    *why = "no usable IPv4 interface (found: " + describe_interfaces(all) + ")" +
-           (s.ifname.empty() ? "" : " with NCCL_MESH_IFNAME=" + s.ifname) +
-           "; check that the mesh interfaces are up and have IPv4 addresses";
+    *why = missing.empty() ? "no usable IPv4 interface (found: " + describe_interfaces(all) + ")" +
+                                 (s.ifname.empty() ? "" : " with NCCL_MESH_IFNAME=" + s.ifname) +
+                                 "; check that the mesh interfaces are up and have IPv4 addresses"
+                           : missing;
     return false;
   }
-  if (selection_.loopback_fallback) {
+  if (!missing.empty()) {
+    MESH_WARN("%s", missing.c_str());
+  } else if (selection_.loopback_fallback) {
     MESH_INFO(NCCL_INIT | NCCL_NET, "no non-loopback interface is up: using loopback only");
   }
   devices_ = topology::group_devices(selection_.used);
@@ -116,7 +120,7 @@ bool Plugin::discover(std::string* why) {
                                  ? std::string("NCCL's progress thread")
                                  : std::to_string(tcp_.io_threads) + " I/O threads";
   MESH_INFO(NCCL_INIT | NCCL_NET,
-            "NET/Mesh: TCP data sockets moved by %s (%zu usable cores; NCCL_MESH_TCP_IO_THREADS)",
+            "TCP data sockets moved by %s (%zu usable cores; NCCL_MESH_TCP_IO_THREADS)",
             movers.c_str(), tcp::usable_cpus());
   discovered_ = true;
   return true;

@@ -1,6 +1,8 @@
 #include "topology/emulated_mesh.h"
 
 #include <charconv>
+#include <mutex>
+#include <optional>
 
 namespace mesh::topology {
 namespace {
@@ -88,7 +90,15 @@ std::vector<Interface> emulated_interfaces(const EmulatedMesh& mesh) {
 bool discover_mesh_interfaces(const std::string& emulate, std::vector<Interface>* out,
                               std::string* why) {
   if (emulate.empty()) {
-    *out = discover_interfaces();
+    // One snapshot per process: the plugin, its tuner (called once per communicator), the relay
+    // agent and the bench must agree on which interfaces are cables, and the neighbour table
+    // that the switch rule reads changes as traffic flows (the plugin keeps its first choice
+    // for the life of the process anyway).
+    static std::mutex mu;
+    static std::optional<std::vector<Interface>> snapshot;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!snapshot) snapshot = discover_interfaces();
+    *out = *snapshot;
     return true;
   }
   EmulatedMesh mesh;

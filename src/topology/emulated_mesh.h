@@ -47,8 +47,9 @@ std::vector<Ipv4Prefix> emulated_addresses(const EmulatedMesh& mesh);
 // that is where Linux delivers them).
 std::vector<Interface> emulated_interfaces(const EmulatedMesh& mesh);
 
-// What the plugin and the tools discover: discover_interfaces(), or, when `emulate` (the
-// NCCL_MESH_EMULATE value) is set, emulated_interfaces(). False with *why on a malformed value.
+// What the plugin and the tools discover: discover_interfaces() (read once per process and kept:
+// every user in the process sees the same table), or, when `emulate` (the NCCL_MESH_EMULATE
+// value) is set, emulated_interfaces(). False with *why on a malformed value.
 bool discover_mesh_interfaces(const std::string& emulate, std::vector<Interface>* out,
                               std::string* why);
 

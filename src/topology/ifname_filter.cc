@@ -4,6 +4,7 @@ namespace mesh::topology {
 
 IfnameFilter IfnameFilter::parse(std::string_view spec) {
   IfnameFilter f;
+  f.spec_ = spec;
   if (!spec.empty() && spec.front() == '^') {
     f.exclude_ = true;
     spec.remove_prefix(1);

@@ -14,6 +14,7 @@ class IfnameFilter {
   static IfnameFilter parse(std::string_view spec);
 
   bool empty() const { return names_.empty(); }
+  const std::string& spec() const { return spec_; }  // the text parsed
   bool exclude() const { return exclude_; }
   bool exact() const { return exact_; }
   const std::vector<std::string>& names() const { return names_; }
@@ -22,6 +23,7 @@ class IfnameFilter {
   bool accepts(std::string_view ifname) const;
 
  private:
+  std::string spec_;
   bool exclude_ = false;
   bool exact_ = false;
   std::vector<std::string> names_;

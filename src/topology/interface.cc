@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "topology/cable_facts.h"
+
 namespace mesh::topology {
 namespace {
 
@@ -48,7 +50,26 @@ void read_sysfs_attributes(Interface& itf, const std::string& sysfs_root) {
   }
 }
 
-std::vector<Interface> discover_interfaces(const std::string& sysfs_root) {
+void read_cable_facts(std::vector<Interface>& itfs, const std::string& sysfs_root,
+                      const std::string& proc_root) {
+  std::ifstream route(proc_root + "/net/route");
+  const std::set<std::string> default_via = parse_default_route_interfaces(route);
+  std::ifstream arp(proc_root + "/net/arp");
+  const std::vector<Neighbour> neighbours = parse_arp_table(arp);
+  for (Interface& itf : itfs) {
+    if (!itf.loopback)
+      itf.not_a_cable = not_a_cable_reason(read_netdev_facts(sysfs_root, itf.name));
+    itf.default_route = default_via.count(itf.name) != 0;
+    itf.neighbours.clear();
+    for (const Neighbour& n : neighbours) {
+      if (n.dev == itf.name && in_subnet(itf.addr, n.addr) && n.addr != itf.addr.addr)
+        itf.neighbours.push_back(n.addr);
+    }
+  }
+}
+
+std::vector<Interface> discover_interfaces(const std::string& sysfs_root,
+                                           const std::string& proc_root) {
   std::vector<Interface> out;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return out;
@@ -70,6 +91,7 @@ std::vector<Interface> discover_interfaces(const std::string& sysfs_root) {
     out.push_back(std::move(itf));
   }
   freeifaddrs(list);
+  read_cable_facts(out, sysfs_root, proc_root);
   return out;
 }
 

@@ -6,23 +6,125 @@
 
 namespace mesh::topology {
 
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ",") + n;
+  return list;
+}
+
+std::string label_of(const Interface& itf) {
+  return itf.name + " (" + format_prefix(itf.addr) + ")";
+}
+
+bool overlaps(const Ipv4Prefix& a, const Ipv4Prefix& b) {
+  return in_subnet(a, b.addr) || in_subnet(b, a.addr);
+}
+
+// The switch rule: other hosts' addresses that answered ARP on `itf`'s subnet, over every local
+// netdev on that subnet, against how many peers cables there can explain. A cable joins this
+// host to one other: with k netdevs of this host on the subnet (the halves of one port) the
+// peer shows up to k addresses. More than that is a shared segment, i.e. a switch. The kernel's
+// table holds only hosts this one has talked to lately: a switch nobody used yet passes.
+std::string switch_evidence(const std::vector<Interface>& all, const Interface& itf) {
+  std::vector<std::string> netdevs;
+  std::vector<uint32_t> others;
+  for (const Interface& o : all) {
+    if (o.loopback || !overlaps(o.addr, itf.addr)) continue;
+    if (std::find(netdevs.begin(), netdevs.end(), o.name) == netdevs.end())
+      netdevs.push_back(o.name);
+    for (uint32_t n : o.neighbours) {
+      const bool local =
+          std::any_of(all.begin(), all.end(), [&](const Interface& l) { return l.addr.addr == n; });
+      if (!local && std::find(others.begin(), others.end(), n) == others.end()) others.push_back(n);
+    }
+  }
+  if (others.size() <= std::max<size_t>(1, netdevs.size())) return {};
+  std::sort(others.begin(), others.end());
+  std::string list;
+  for (size_t i = 0; i < others.size() && i < 4; ++i)
+    list += (list.empty() ? "" : ", ") + format_ipv4(others[i]);
+  if (others.size() > 4) list += ", ...";
+  const Ipv4Prefix subnet{itf.addr.addr & netmask(itf.addr.prefix), itf.addr.prefix};
+  return std::to_string(others.size()) + " other hosts answered ARP on " + format_prefix(subnet) +
+         " (" + list + "; the kernel's neighbour table): a switched network, not a cable";
+}
+
+// The inclusion list that keeps what is used now and adds `name`: exact names, so "eth1"
+// does not also take "eth10".
+std::string include_hint(const std::vector<Interface>& used, const std::string& name) {
+  std::vector<std::string> names;
+  for (const Interface& u : used) {
+    if (!u.loopback && std::find(names.begin(), names.end(), u.name) == names.end())
+      names.push_back(u.name);
+  }
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  return "set NCCL_MESH_IFNAME==" + join(names) +
+         " (exact names; a list of names turns these automatic rules off)";
+}
+
+}  // namespace
+
+const char* left_out_name(LeftOut reason) {
+  switch (reason) {
+    case LeftOut::kFilter:
+      return "filter";
+    case LeftOut::kDown:
+      return "down";
+    case LeftOut::kLoopback:
+      return "loopback";
+    case LeftOut::kNotACable:
+      return "not-a-cable";
+    case LeftOut::kDefaultRoute:
+      return "default-route";
+    case LeftOut::kSwitch:
+      return "switch";
+  }
+  return "?";
+}
+
+bool automatic_rule(LeftOut reason) {
+  return reason == LeftOut::kNotACable || reason == LeftOut::kDefaultRoute ||
+         reason == LeftOut::kSwitch;
+}
+
 Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilter& filter) {
   Selection sel;
+  const bool named_only = !filter.empty() && !filter.exclude();
   std::vector<const Interface*> loopbacks;
+  std::vector<Exclusion> out;
   for (const Interface& itf : all) {
-    const std::string label = itf.name + " (" + format_prefix(itf.addr) + ")";
     if (!filter.accepts(itf.name)) {
-      sel.notes.push_back(label + ": excluded by NCCL_MESH_IFNAME");
+      out.push_back({itf, LeftOut::kFilter, "excluded by NCCL_MESH_IFNAME",
+                     "change NCCL_MESH_IFNAME=" + filter.spec()});
       continue;
     }
     if (!itf.up) {
-      sel.notes.push_back(label + ": link is down");
+      out.push_back({itf, LeftOut::kDown, "link is down", "ip link set " + itf.name + " up"});
       continue;
     }
     // Loopback is used only as a fall-back, unless an inclusion list names it explicitly.
-    if (itf.loopback && (filter.empty() || filter.exclude())) {
+    if (itf.loopback && !named_only) {
       loopbacks.push_back(&itf);
       continue;
+    }
+    if (!named_only) {
+      if (!itf.not_a_cable.empty()) {
+        out.push_back({itf, LeftOut::kNotACable, itf.not_a_cable + ", not a mesh cable", ""});
+        continue;
+      }
+      if (itf.default_route) {
+        out.push_back({itf, LeftOut::kDefaultRoute,
+                       "carries the IPv4 default route: the management network, not a mesh "
+                       "cable",
+                       ""});
+        continue;
+      }
+      if (std::string why = switch_evidence(all, itf); !why.empty()) {
+        out.push_back({itf, LeftOut::kSwitch, std::move(why), ""});
+        continue;
+      }
     }
     sel.used.push_back(itf);
   }
@@ -31,12 +133,37 @@ Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilte
     for (const Interface* lo : loopbacks) sel.used.push_back(*lo);
   } else {
     for (const Interface* lo : loopbacks) {
-      sel.notes.push_back(lo->name + " (" + format_prefix(lo->addr) +
-                          "): loopback, used only when nothing else is (or name it in "
-                          "NCCL_MESH_IFNAME)");
+      out.push_back({*lo, LeftOut::kLoopback, "loopback, used only when nothing else is",
+                     "name it in NCCL_MESH_IFNAME (NCCL_MESH_IFNAME=" + lo->name + ")"});
     }
   }
+  // The hints name what ended up used, so they are written once the choice is made.
+  for (Exclusion& e : out) {
+    if (automatic_rule(e.reason)) e.include = include_hint(sel.used, e.itf.name);
+    sel.notes.push_back(label_of(e.itf) + ": " + e.why + "; to use it: " + e.include);
+  }
+  sel.left_out = std::move(out);
   return sel;
+}
+
+std::string describe_missing_cables(const Selection& sel) {
+  const bool cable =
+      std::any_of(sel.used.begin(), sel.used.end(), [](const Interface& i) { return !i.loopback; });
+  if (cable) return {};
+  std::string left;
+  std::vector<std::string> names;
+  for (const Exclusion& e : sel.left_out) {
+    if (!automatic_rule(e.reason)) continue;
+    left += (left.empty() ? "" : "; ") + label_of(e.itf) + ": " + e.why;
+    if (std::find(names.begin(), names.end(), e.itf.name) == names.end())
+      names.push_back(e.itf.name);
+  }
+  if (left.empty()) return {};
+  return std::string("no interface looks like a mesh cable, so ") +
+         (sel.used.empty() ? "none is used" : "only loopback is used") +
+         " and ranks on other hosts cannot be reached. Left out: " + left +
+         ". If some of them are cables, name those: NCCL_MESH_IFNAME==" + join(names) +
+         " (exact names; keep only the cables)";
 }
 
 int speed_to_one_peer(const std::vector<Interface>& used, const std::vector<size_t>& members) {

@@ -12,16 +12,50 @@
 
 namespace mesh::topology {
 
-struct Selection {
-  std::vector<Interface> used;     // interfaces the plugin will use, in discovery order
-  std::vector<std::string> notes;  // one line per excluded interface and why
-  bool loopback_fallback = false;  // nothing else was usable, so loopback is used
+// Why select_interfaces left an interface out.
+enum class LeftOut {
+  kFilter,        // NCCL_MESH_IFNAME does not take it
+  kDown,          // not IFF_UP and IFF_RUNNING
+  kLoopback,      // loopback while something else is usable
+  kNotACable,     // a bridge, bridge port, tunnel, VPN, wireless or container interface
+  kDefaultRoute,  // the IPv4 default route leaves through it: the management network
+  kSwitch,        // more other hosts answer on its subnet than one cable can hold
 };
 
-// Default (empty filter): every up, non-loopback interface; loopback only when nothing else is
-// usable. An inclusion filter takes every up interface it names (loopback too, e.g. "lo");
-// an exclusion filter ("^docker") keeps the default's loopback rule.
+const char* left_out_name(LeftOut reason);  // "filter", "down", ..., for JSON
+
+struct Exclusion {
+  Interface itf;
+  LeftOut reason = LeftOut::kFilter;
+  std::string why;      // what was found, e.g. "carries the IPv4 default route (...)"
+  std::string include;  // how to use it anyway, e.g. "set NCCL_MESH_IFNAME==cb,cc,mgmt0"
+};
+
+struct Selection {
+  std::vector<Interface> used;      // interfaces the plugin will use, in discovery order
+  std::vector<std::string> notes;   // one line per excluded interface: "name (addr): why; include"
+  std::vector<Exclusion> left_out;  // the same, as data (parallel to notes)
+  bool loopback_fallback = false;   // nothing else was usable, so loopback is used
+};
+
+// True for the reasons of the automatic rules (kNotACable, kDefaultRoute, kSwitch): interfaces
+// that NCCL_MESH_IFNAME can still take if they are cables after all.
+bool automatic_rule(LeftOut reason);
+
+// Without NCCL_MESH_IFNAME (or with a "^" exclusion list, which only removes names from this
+// choice), an up interface is used only if it looks like a cable: not loopback, not a bridge,
+// bridge port, tunnel, VPN, wireless or container interface (Interface::not_a_cable), not the
+// interface of the IPv4 default route (the management network), and not on a subnet where more
+// other hosts answered ARP than this host has netdevs on it (a switch: a cable joins two hosts;
+// the two halves of a DGX Spark port show two addresses of one peer). Loopback is used only when
+// nothing else is. An inclusion list ("enp1,enp2", "=mgmt0") takes every up interface it names,
+// whatever it looks like (loopback too, e.g. "lo").
 Selection select_interfaces(const std::vector<Interface>& all, const IfnameFilter& filter);
+
+// When the automatic rules left no cable (only loopback, or nothing) but did leave candidates
+// out: one line naming each and how to include one (the plugin WARNs it, the doctor shows it).
+// Empty otherwise.
+std::string describe_missing_cables(const Selection& sel);
 
 // One NCCL device: a group of interfaces sharing a NUMA node (PCI NICs) or the group of
 // virtual interfaces (veth, bridges, lo). NCCL places channels on devices by PCI locality; each

@@ -52,7 +52,10 @@ struct SettingEnum<RelayScope> {
 #define MESH_SETTINGS(X)                                                                          \
   X(std::string, ifname, "NCCL_MESH_IFNAME", "", 0, 0,                                            \
     "Interfaces to use, NCCL_SOCKET_IFNAME syntax: prefixes, ^ to exclude, = for exact names. "   \
-    "Default: every up non-loopback interface (loopback only if nothing else exists).")           \
+    "Default: every up interface that looks like a cable: not the default route's, not a "        \
+    "bridge, tunnel, VPN or container interface, not a subnet where several hosts answer "        \
+    "(loopback only if nothing else is left). A list of names takes exactly those, whatever "     \
+    "they look like; a ^ list removes names from the default choice.")                            \
   X(int64_t, connect_timeout_ms, "NCCL_MESH_CONNECT_TIMEOUT_MS", 30000, 100, 3600000,             \
     "How long connect() keeps trying to reach a peer's handshake service before failing.")        \
   X(int64_t, tcp_streams, "NCCL_MESH_TCP_STREAMS", 4, 1, 64,                                      \

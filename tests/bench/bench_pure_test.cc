@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cable_merge.h"
 #include "launch_env.h"
 #include "metrics.h"
 #include "pattern.h"
@@ -373,6 +374,23 @@ TEST(RouteLog, MalformedLinesAreIgnored) {
     EXPECT_FALSE(c.relayed) << line;
   }
   EXPECT_EQ(endpoint_addr("198.18.1.1:80"), "198.18.1.1");
+}
+
+TEST(CableEnds, RanksOfOneHostShareTheirInterfacesOnce) {
+  // Two ranks on host x (same counters), one on y, and one more on x with another interface;
+  // the namespace tests' hosts share a hostname but never an address.
+  const std::vector<CableEnd> ends = {
+      {0, "x", "cb", {"198.18.1.1/24"}}, {0, "x", "cc", {"198.18.2.1/30"}},
+      {1, "x", "cb", {"198.18.1.1/24"}}, {1, "x", "cc", {"198.18.2.1/30"}},
+      {2, "x", "cb", {"198.18.9.1/24"}},  // another namespace named like x: other address
+      {3, "y", "cb", {"198.18.1.1/24"}},  // another host that reuses the name and address
+  };
+  const auto g = group_cable_ends(ends);
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_EQ(g[0], (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(g[1], (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(g[2], (std::vector<size_t>{4}));
+  EXPECT_EQ(g[3], (std::vector<size_t>{5}));
 }
 
 }  // namespace

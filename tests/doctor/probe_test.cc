@@ -173,5 +173,37 @@ TEST(ProbeLoopback, ServerClampsTheDurationAClientAsksFor) {
   EXPECT_GT(::recv(fd.get(), buf, sizeof(buf), 0), 0);
 }
 
+TEST(ProbeLoopback, InfoReportsTheHostAsItIsNowNotAsItWasAtStart) {
+  // --serve runs for days: an MTU changed after start must not be reported stale (issue 29).
+  std::atomic<int> mtu{1500};
+  ProbeServer server;
+  std::string error;
+  const auto self = [&mtu] {
+    PeerInfo info;
+    info.host = "changing";
+    info.interfaces = {{"lo", prefix("127.0.0.1/8"), mtu.load(), -1, true}};
+    return info;
+  };
+  ASSERT_TRUE(server.start({iface("lo", "127.0.0.1/8", 1500)}, 0, ProbeServer::SelfInfo(self),
+                           nullptr, &error))
+      << error;
+  std::atomic<bool> stop{false};
+  std::thread t([&] { server.run(0, stop); });
+  ProbeParams params;
+  params.port = server.port();
+  params.seconds = 0.05;
+  params.streams = 1;
+  params.pings = 1;
+  const CableProbe before = probe_cable(addr("127.0.0.1"), addr("127.0.0.1"), params);
+  mtu = 9000;  // ip link set lo mtu 9000, while serving
+  const CableProbe after = probe_cable(addr("127.0.0.1"), addr("127.0.0.1"), params);
+  stop = true;
+  t.join();
+  ASSERT_TRUE(before.ok && after.ok) << before.error << " " << after.error;
+  ASSERT_TRUE(before.info && before.info->arrived_on && after.info && after.info->arrived_on);
+  EXPECT_EQ(before.info->arrived_on->mtu, 1500);
+  EXPECT_EQ(after.info->arrived_on->mtu, 9000);
+}
+
 }  // namespace
 }  // namespace mesh::doctor::probe

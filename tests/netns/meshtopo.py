@@ -200,6 +200,7 @@ class Topology:
         self.stubs: list[Stub] = []
         self.lans: list[Lan] = []
         self.extra_addrs: list[Endpoint] = []
+        self.gateway: ipaddress.IPv4Interface | None = None  # the management network's router
         with open(path) as f:
             self._parse(f.read())
         self._validate()
@@ -208,6 +209,7 @@ class Topology:
 
     def _parse(self, text: str) -> None:
         host_lines = []
+        gw_line = None
         for lineno, raw in enumerate(text.splitlines(), 1):
             line = raw.split("#", 1)[0].strip()
             if not line:
@@ -227,6 +229,10 @@ class Topology:
                 if self.hosts:
                     raise TopoError(f"{where}: 'mgmt' must come before the first 'host'")
                 self.mgmt_net = net
+            elif kw == "gateway":
+                if len(args) != 1:
+                    raise TopoError(f"{where}: usage: gateway ADDR")
+                gw_line = (where, args[0])
             elif kw == "host":
                 if not args:
                     raise TopoError(f"{where}: usage: host NAME [mgmt=ADDR]")
@@ -280,7 +286,8 @@ class Topology:
                     raise TopoError(f"{where}: usage: addr HOST:IF=ADDR/P")
                 self.extra_addrs.append(_parse_endpoint(args[0], where, True))
             else:
-                raise TopoError(f"{where}: unknown keyword {kw!r} (mgmt, host, cable, stub, lan, addr)")
+                raise TopoError(f"{where}: unknown keyword {kw!r} "
+                                f"(mgmt, gateway, host, cable, stub, lan, addr)")
         # Management addresses: explicit, or network + index + 1 in declaration order.
         for (where, name, explicit), host in zip(host_lines, self.hosts):
             if explicit:
@@ -292,6 +299,15 @@ class Topology:
                     f"{self.mgmt_net.network_address + host.index + 1}/{self.mgmt_net.prefixlen}")
             _parse_addr(addr.with_prefixlen, where)
             host.mgmt = addr
+        if gw_line is not None:
+            where, text = gw_line
+            gw = ipaddress.IPv4Interface(f"{text.split('/')[0]}/{self.mgmt_net.prefixlen}")
+            if gw.ip not in self.mgmt_net or gw.ip in (self.mgmt_net.network_address,
+                                                       self.mgmt_net.broadcast_address):
+                raise TopoError(f"{where}: gateway {text} is not a host address of {self.mgmt_net}")
+            if any(h.mgmt.ip == gw.ip for h in self.hosts):
+                raise TopoError(f"{where}: gateway {text} is a host's management address")
+            self.gateway = gw
 
     def _validate(self) -> None:
         names = [h.name for h in self.hosts]
@@ -428,7 +444,8 @@ class Topology:
             "file": os.path.abspath(self.path),
             "prefix": self.prefix,
             "mgmt": {"subnet": str(self.mgmt_net), "namespace": self.mgmt_ns, "bridge": BRIDGE,
-                     "ifname": MGMT_IF},
+                     "ifname": MGMT_IF,
+                     "gateway": str(self.gateway.ip) if self.gateway else None},
             "hosts": [{
                 "name": h.name, "namespace": self.ns(h.name), "mgmt": str(h.mgmt.ip),
                 "interfaces": [{"ifname": i.ifname, "kind": i.kind,
@@ -481,6 +498,8 @@ class Topology:
         run("ip", "-n", self.mgmt_ns, "link", "add", BRIDGE, "type", "bridge", "stp_state", "0",
             "forward_delay", "0")
         run("ip", "-n", self.mgmt_ns, "link", "set", BRIDGE, "up")
+        if self.gateway:  # the bridge answers as the management network's router
+            add_addr(run, self.mgmt_ns, BRIDGE, self.gateway)
         for h in self.hosts:
             ns, leg = self.ns(h.name), f"m-{h.name}"
             run("ip", "link", "add", MGMT_IF, "netns", ns, "type", "veth",
@@ -488,6 +507,9 @@ class Topology:
             run("ip", "-n", self.mgmt_ns, "link", "set", leg, "master", BRIDGE, "up")
             add_addr(run, ns, MGMT_IF, h.mgmt)
             run("ip", "-n", ns, "link", "set", MGMT_IF, "up")
+            if self.gateway:  # as on a real server: the default route leaves by management
+                run("ip", "-n", ns, "route", "add", "default", "via", str(self.gateway.ip),
+                    "dev", MGMT_IF)
         # Cables: one veth pair each, created directly inside the two namespaces.
         for c in self.cables:
             run("ip", "link", "add", c.a.ifname, "netns", self.ns(c.a.host), "type", "veth",
@@ -736,8 +758,11 @@ def check(topo: Topology, verbose: bool = True) -> list[str]:
         if want != got:
             problems.append(f"{h}: addresses {got} != description {want}")
         routes = sh(["ip", "-n", topo.ns(h), "-4", "route", "show"], capture=True).stdout
-        if "default" in routes:
-            problems.append(f"{h}: has a default route")
+        defaults = re.findall(r"^default .*$", routes, re.M)
+        want_default = [f"default via {topo.gateway.ip} dev {MGMT_IF}"] if topo.gateway else []
+        if [d.strip() for d in defaults] != want_default:
+            problems.append(f"{h}: default route {defaults or 'none'} != description "
+                            f"{want_default or 'none'}")
     for h in topo.host_names():
         reach, unreach = [], []
         for o in topo.host_names():
@@ -776,7 +801,9 @@ def check(topo: Topology, verbose: bool = True) -> list[str]:
 def _print_show(topo: Topology) -> None:
     d = topo.describe()
     print(f"topology {d['topology']} ({d['file']}), prefix {d['prefix']}")
-    print(f"management: {d['mgmt']['subnet']} on bridge {BRIDGE} in namespace {d['mgmt']['namespace']}")
+    print(f"management: {d['mgmt']['subnet']} on bridge {BRIDGE} in namespace {d['mgmt']['namespace']}"
+          + (f", gateway {d['mgmt']['gateway']} (every host's default route)"
+             if d['mgmt']['gateway'] else ""))
     existing = set(topo.existing_ns())
     for h in d["hosts"]:
         state = "up" if h["namespace"] in existing else "not created"

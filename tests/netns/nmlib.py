@@ -249,6 +249,8 @@ class BenchJob:
         self.env.update({"NCCL_MESH_IFNAME": "^mgmt",
                          "NCCL_MESH_CONNECT_TIMEOUT_MS": "5000"})
         self.env.update(env or {})
+        # A None value removes the variable: the safe-default cases run without NCCL_MESH_IFNAME.
+        self.env = {k: v for k, v in self.env.items() if v is not None}
         self.ranks: list[Rank] = []
         for r, h in enumerate(hosts):
             argv = [build.bench, "--rank", str(r), *args, *(rank_args or {}).get(r, [])]

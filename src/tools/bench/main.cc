@@ -99,10 +99,8 @@ int run_rank(Context& ctx) {
     cable_deltas.push_back(j.at("cables"));
   }
   summary.routes = pair_routes(routes, ctx.rank_addrs);
-  summary.cable_lines = cable_lines(cable_deltas);
-  summary.cables = json::array();
-  for (const auto& c : cable_deltas)
-    summary.cables.insert(summary.cables.end(), c.begin(), c.end());
+  summary.cables = merge_cables(cable_deltas);
+  summary.cable_lines = cable_lines(summary.cables);
   if (ctx.rank == 0) {
     const auto merged = merge_rows(all_rows);
     print_report(ctx, summary, merged);

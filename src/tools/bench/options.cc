@@ -8,6 +8,10 @@
 #include "pattern.h"
 #include "sizes.h"
 
+#ifndef MESH_BENCH_VERSION
+#define MESH_BENCH_VERSION "dev"
+#endif
+
 namespace mesh::bench {
 namespace {
 
@@ -168,6 +172,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   app.add_option("--plot", opt.plot,
                  "Draw bandwidth vs message size (plugin and TCP) into FILE.png with gnuplot");
   app.add_flag("-q,--quiet", opt.quiet, "No progress lines on stderr");
+  app.set_version_flag("--version", std::string("nccl-mesh-bench ") + MESH_BENCH_VERSION);
 
   // Set by the local launcher for the ranks it spawns; not for people.
   app.add_option("--local-rank", opt.local_rank)->group("");

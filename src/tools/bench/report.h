@@ -59,7 +59,7 @@ struct RunSummary {
   uint64_t mismatches = 0;              // all ranks together
   std::vector<std::string> hosts;
   nlohmann::json routes;                 // routes.h pair_routes(): one entry per ordered pair
-  nlohmann::json cables;                 // every rank's cables_json() entries
+  nlohmann::json cables;                 // routes.h merge_cables(): each host's interface once
   std::vector<std::string> cable_lines;  // routes.h cable_lines()
 };
 

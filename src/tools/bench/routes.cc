@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cable_merge.h"
 #include "context.h"
 #include "route_log.h"
 #include "tools/common/link_counters_json.h"
@@ -138,16 +139,46 @@ json pair_routes(const std::vector<json>& per_rank,
   return out;
 }
 
-std::vector<std::string> cable_lines(const std::vector<json>& per_rank_cables) {
-  std::vector<std::string> out;
+json merge_cables(const std::vector<json>& per_rank_cables) {
+  std::vector<json> flat;
+  std::vector<CableEnd> ends;
   for (const auto& rank : per_rank_cables) {
     for (const auto& c : rank) {
-      std::string addrs;
-      for (const auto& a : c.at("addrs")) addrs.append(" ").append(a.get<std::string>());
-      out.push_back(fmt::format("cable rank {} {}{}: {}", c.at("rank").get<int>(),
-                                c.at("interface").get<std::string>(), addrs,
-                                c.at("text").get<std::string>()));
+      CableEnd e;
+      e.rank = c.at("rank").get<int>();
+      e.host = c.value("host", "");
+      e.interface = c.at("interface").get<std::string>();
+      for (const auto& a : c.at("addrs")) e.addrs.push_back(a.get<std::string>());
+      ends.push_back(std::move(e));
+      flat.push_back(c);
     }
+  }
+  json out = json::array();
+  for (const auto& group : group_cable_ends(ends)) {
+    json c = flat[group.front()];  // the first rank's numbers: every rank read the same counters
+    json ranks = json::array();
+    for (size_t i : group) ranks.push_back(ends[i].rank);
+    c["ranks"] = ranks;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<std::string> cable_lines(const json& cables) {
+  std::vector<std::string> out;
+  for (const auto& c : cables) {
+    std::string addrs;
+    for (const auto& a : c.at("addrs")) addrs.append(" ").append(a.get<std::string>());
+    std::string shared;
+    if (c.contains("ranks") && c.at("ranks").size() > 1) {
+      for (const auto& r : c.at("ranks")) {
+        shared.append(shared.empty() ? " (one host: ranks " : ", ").append(r.dump());
+      }
+      shared += ")";
+    }
+    out.push_back(fmt::format("cable rank {} {}{}{}: {}", c.at("rank").get<int>(),
+                              c.at("interface").get<std::string>(), addrs, shared,
+                              c.at("text").get<std::string>()));
   }
   return out;
 }

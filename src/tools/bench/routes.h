@@ -37,6 +37,9 @@ nlohmann::json cables_json(const Context& ctx, const std::vector<topology::LinkC
 // {"src", "dst", "relayed", "transport", "via", "text"}; and the lines printed for it.
 nlohmann::json pair_routes(const std::vector<nlohmann::json>& per_rank,
                            const std::vector<std::vector<std::string>>& rank_addrs);
-std::vector<std::string> cable_lines(const std::vector<nlohmann::json>& per_rank_cables);
+// Rank 0: every rank's cables_json() (index = rank) with each host's interface once, however many
+// of its ranks reported it: {"rank" (the first), "ranks": [all], ...}; and the lines printed.
+nlohmann::json merge_cables(const std::vector<nlohmann::json>& per_rank_cables);
+std::vector<std::string> cable_lines(const nlohmann::json& cables);
 
 }  // namespace mesh::bench

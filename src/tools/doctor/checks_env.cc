@@ -176,7 +176,10 @@ Findings check_ifname(const Inventory& inv, const Model& m) {
   const std::string subject = "NCCL_MESH_IFNAME=" + inv.settings.ifname;
   if (m.filter.empty()) {
     return {{id, Verdict::kOk, "",
-             "NCCL_MESH_IFNAME not set: every up non-loopback interface is used", ""}};
+             "NCCL_MESH_IFNAME not set: every up interface that looks like a cable is used "
+             "(not the default route's, not a bridge, tunnel, VPN or container interface, not a "
+             "switched subnet; \"Plugin selection\" lists what was left out and why)",
+             ""}};
   }
   std::set<std::string> names;
   for (const Netdev& n : inv.netdevs) names.insert(n.name);

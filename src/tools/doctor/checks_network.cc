@@ -125,6 +125,20 @@ Findings check_mesh_interfaces(const Inventory& inv, const Model& m) {
     return {{id, Verdict::kOk, join(used),
              "only loopback, as NCCL_MESH_IFNAME asks: every rank must run on this host", ""}};
   }
+  if (const std::string missing = topology::describe_missing_cables(m.selection);
+      !missing.empty()) {
+    std::vector<std::string> names;
+    for (const topology::Exclusion& e : m.selection.left_out) {
+      if (topology::automatic_rule(e.reason) &&
+          std::find(names.begin(), names.end(), e.itf.name) == names.end())
+        names.push_back(e.itf.name);
+    }
+    return {{id, Verdict::kWarn, join(used), missing,
+             "if some of " + join(names) +
+                 " are mesh cables: NCCL_MESH_IFNAME==" + join(names, ",") +
+                 " (exact names, only the cables); otherwise give each cable interface an "
+                 "address on its own subnet and bring it up"}};
+  }
   if (only_loopback) {
     return {{id, Verdict::kWarn, join(used),
              "no cable interface is up with an IPv4 address; the plugin falls back to loopback, "
@@ -132,9 +146,18 @@ Findings check_mesh_interfaces(const Inventory& inv, const Model& m) {
              "configure the cable interfaces (address + link up), or set NCCL_MESH_IFNAME=lo to "
              "make a single-host run explicit"}};
   }
+  // Say what the automatic rules left out, so a cable they misjudged is seen here.
+  std::vector<std::string> automatic;
+  for (const topology::Exclusion& e : m.selection.left_out) {
+    if (topology::automatic_rule(e.reason))
+      automatic.push_back(e.itf.name + " (" + topology::left_out_name(e.reason) + ")");
+  }
   return {{id, Verdict::kOk, join(used),
            "the plugin would use " + std::to_string(m.selection.used.size()) + " address(es) as " +
-               std::to_string(m.devices.size()) + " NCCL device(s)",
+               std::to_string(m.devices.size()) + " NCCL device(s)" +
+               (automatic.empty() ? std::string()
+                                  : "; left out as not cables: " + join(automatic) +
+                                        " (\"Plugin selection\" says why and how to include one)"),
            ""}};
 }
 
@@ -348,6 +371,20 @@ Findings check_accept_local(const Inventory& inv, const Model& m) {
     std::string keys;
     for (const std::string& n : off)
       keys.append(" ").append(sysctl_key(n, "accept_local")).append("=1");
+    // PCI functions on one subnet are the halves of a port cabled to another host (a DGX
+    // Spark): accept_local does not matter there, and a WARN would stay after every fix the
+    // doctor gives (issue 29). Virtual interfaces on one subnet are what test rigs are made of.
+    const bool physical =
+        std::all_of(g.begin(), g.end(), [](const Interface* i) { return !i->pci_path.empty(); });
+    if (physical) {
+      out.push_back({id, Verdict::kOk, subnet_of(g) + ": " + join(off),
+                     "accept_local=0 on PCI interfaces that share a subnet (the halves of a port): "
+                     "right for a port cabled to another host. Only a test rig with both ends "
+                     "of a cable in this host needs it (sysctl -w" +
+                         keys + ")",
+                     ""});
+      continue;
+    }
     out.push_back(
         {id, Verdict::kWarn, subnet_of(g) + ": " + join(off),
          "accept_local=0 on interfaces that share a subnet: if both ends of a cable "

@@ -124,7 +124,7 @@ Inventory gather_inventory(const GatherOptions& opts) {
   if (gethostname(host, sizeof(host) - 1) == 0) inv.hostname = host;
   utsname uts{};
   if (uname(&uts) == 0) inv.kernel_release = uts.release;
-  inv.interfaces = topology::discover_interfaces(opts.sysfs_root);
+  inv.interfaces = topology::discover_interfaces(opts.sysfs_root, opts.proc_root);
   inv.netdevs = read_netdevs(opts.sysfs_root);
   inv.rdma_ports = topology::discover_rdma_ports(opts.sysfs_root);
   inv.sysctls = read_ipv4_conf_sysctls(opts.proc_root, inv.netdevs);

@@ -37,7 +37,7 @@ PeerInfo self_info(const Inventory& inv, const Model& m) {
   return info;
 }
 
-int run_serve(const Options& opts, const Inventory& inv, const Model& m) {
+int run_serve(const Options& opts, const Model& m) {
   if (m.selection.used.empty()) {
     std::cerr << "nccl-mesh-doctor --serve: the plugin would use no interface here, so there is "
                  "no mesh address to listen on (run nccl-mesh-doctor without --serve)\n";
@@ -45,7 +45,15 @@ int run_serve(const Options& opts, const Inventory& inv, const Model& m) {
   }
   probe::ProbeServer server;
   std::string error;
-  if (!server.start(m.selection.used, opts.port, self_info(inv, m), &std::cout, &error)) {
+  // Each INFO reads the host afresh: an MTU, speed or link changed while serving is reported as
+  // it is now, not as it was at start.
+  const GatherOptions where{opts.sysfs_root, opts.proc_root, opts.dev_root};
+  auto fresh = [where] {
+    const Inventory now = gather_inventory(where);
+    return self_info(now, build_model(now));
+  };
+  if (!server.start(m.selection.used, opts.port, probe::ProbeServer::SelfInfo(fresh), &std::cout,
+                    &error)) {
     std::cerr << "nccl-mesh-doctor --serve: " << error << "\n";
     return 2;
   }
@@ -105,7 +113,7 @@ int run(int argc, char** argv) {
   }
   const Inventory inv = gather_inventory({opts.sysfs_root, opts.proc_root, opts.dev_root});
   const Model model = build_model(inv);
-  if (opts.serve) return run_serve(opts, inv, model);
+  if (opts.serve) return run_serve(opts, model);
 
   Findings findings = run_local_checks(inv, model);
   std::vector<PeerRoute> routes;

@@ -39,10 +39,11 @@ Model build_model(const Inventory& inv) {
       if (u.name == itf.name && u.addr == itf.addr) v.used = true;
     }
     if (!v.used) {
-      // select_interfaces labels each note "name (addr/prefix): reason".
-      const std::string label = itf.name + " (" + format_prefix(itf.addr) + "): ";
-      for (const std::string& note : m.selection.notes) {
-        if (note.rfind(label, 0) == 0) v.excluded_why = note.substr(label.size());
+      for (const topology::Exclusion& e : m.selection.left_out) {
+        if (e.itf.name != itf.name || !(e.itf.addr == itf.addr)) continue;
+        v.excluded_why = e.why;
+        v.excluded_reason = topology::left_out_name(e.reason);
+        v.include_hint = e.include;
       }
     }
     for (size_t p = 0; p < inv.rdma_ports.size(); ++p) {

@@ -27,7 +27,9 @@ struct RdmaBinding {
 struct InterfaceView {
   size_t interface = 0;  // index into Inventory::interfaces
   bool used = false;
-  std::string excluded_why;  // select_interfaces' note, without the "name (addr): " label
+  std::string excluded_why;     // why select_interfaces left it out (Exclusion::why)
+  std::string excluded_reason;  // topology::left_out_name: "default-route", "switch", ...
+  std::string include_hint;     // how to use it anyway (Exclusion::include)
   std::vector<RdmaBinding> rdma;
 };
 

@@ -46,7 +46,7 @@ ProbeServer::~ProbeServer() {
   reap(true);
 }
 
-bool ProbeServer::start(const std::vector<topology::Interface>& bind, uint16_t port, PeerInfo self,
+bool ProbeServer::start(const std::vector<topology::Interface>& bind, uint16_t port, SelfInfo self,
                         std::ostream* log, std::string* error) {
   self_ = std::move(self);
   log_ = log;
@@ -135,9 +135,9 @@ void ProbeServer::session(UniqueFd fd, std::string peer) {
   log_line(peer + ": " + op_name(req->op));
   switch (req->op) {
     case Op::kInfo: {
-      PeerInfo info = self_;
+      PeerInfo info = self_();
       const uint32_t here = local_address(fd.get());
-      for (const PeerInterface& i : self_.interfaces) {
+      for (const PeerInterface& i : info.interfaces) {
         if (i.addr.addr == here) info.arrived_on = i;
       }
       const std::string text = encode_info(info);

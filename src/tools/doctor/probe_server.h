@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -25,11 +26,20 @@ class ProbeServer {
   ProbeServer& operator=(const ProbeServer&) = delete;
   ~ProbeServer();
 
+  // What INFO reports, asked for on every INFO request (from the session's thread): a server
+  // that runs for days must report an MTU or link state changed after it started (issue 29).
+  using SelfInfo = std::function<PeerInfo()>;
+
   // Listens on `port` of every address in `bind` (port 0: the first listener picks a free port
   // and the others use the same). `self` is what INFO reports. `log` (may be null) gets one line
-  // per connection. False with *error when an address cannot be bound.
-  bool start(const std::vector<topology::Interface>& bind, uint16_t port, PeerInfo self,
+  // per connection. False with *error when an address cannot be bound. The listeners stay on
+  // the addresses `bind` had at start: an address added later needs a restart.
+  bool start(const std::vector<topology::Interface>& bind, uint16_t port, SelfInfo self,
              std::ostream* log, std::string* error);
+  bool start(const std::vector<topology::Interface>& bind, uint16_t port, PeerInfo self,
+             std::ostream* log, std::string* error) {
+    return start(bind, port, SelfInfo([self] { return self; }), log, error);
+  }
 
   uint16_t port() const { return port_; }
   const std::vector<std::string>& endpoints() const { return endpoints_; }
@@ -52,7 +62,7 @@ class ProbeServer {
   std::vector<UniqueFd> listeners_;
   std::vector<std::string> endpoints_;
   uint16_t port_ = 0;
-  PeerInfo self_;
+  SelfInfo self_;
   std::ostream* log_ = nullptr;
   std::mutex log_mutex_;
   std::atomic<bool> stopping_{false};

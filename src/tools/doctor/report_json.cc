@@ -55,6 +55,8 @@ json interfaces_json(const Report& r) {
                    {"numa_node", optional_int(itf.numa_node)},
                    {"used", v.used},
                    {"excluded_why", v.excluded_why},
+                   {"excluded_reason", v.excluded_reason},
+                   {"include_hint", v.include_hint},
                    {"rdma", rdma},
                    {"counters", counters_json(r.inv, itf.name)}});
   }
@@ -119,8 +121,19 @@ json selection_json(const Report& r) {
                        {"speed_mbps", d.speed_mbps},
                        {"members", members}});
   }
+  // Every interface left out, why (a stable reason code and the text) and how to use it anyway.
+  json left_out = json::array();
+  for (const topology::Exclusion& e : r.model.selection.left_out) {
+    left_out.push_back({{"name", e.itf.name},
+                        {"addr", format_prefix(e.itf.addr)},
+                        {"reason", topology::left_out_name(e.reason)},
+                        {"why", e.why},
+                        {"include", e.include}});
+  }
   return {{"ifname", r.inv.settings.ifname},
           {"used", used},
+          {"left_out", left_out},
+          {"missing_cables", topology::describe_missing_cables(r.model.selection)},
           {"notes", r.model.selection.notes},
           {"loopback_fallback", r.model.selection.loopback_fallback},
           {"devices", devices}};

@@ -152,7 +152,11 @@ void print_selection(std::ostream& out, const Report& r) {
         << (m.selection.loopback_fallback ? "  (loopback fallback: nothing else is usable)" : "")
         << "\n";
   }
-  for (const std::string& note : m.selection.notes) out << "  skips  " << wrap(note, 9, 9) << "\n";
+  for (const topology::Exclusion& e : m.selection.left_out) {
+    out << "  skips  " << wrap(e.itf.name + " " + format_prefix(e.itf.addr) + ": " + e.why, 9, 9)
+        << "\n";
+    out << "         " << wrap("to use it: " + e.include, 9, 9) << "\n";
+  }
 
   // What each cable has carried: a relay host's cables count the traffic it relays too.
   out << "\nCable counters (bytes since each interface came up; RDMA ports' own counters where "

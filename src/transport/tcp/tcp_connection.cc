@@ -23,7 +23,7 @@ IoPool* io_pool(size_t threads) {
   IoPool* pool = IoPool::get(threads, &why);
   if (pool == nullptr && !why.empty()) {
     MESH_WARN(
-        "NET/Mesh: could not start %zu TCP I/O threads (%s); NCCL's progress thread moves the "
+        "could not start %zu TCP I/O threads (%s); NCCL's progress thread moves the "
         "TCP data itself (slower on fast links). Check the process's thread and descriptor "
         "limits, or set NCCL_MESH_TCP_IO_THREADS=0 to silence this.",
         threads, why.c_str());
