@@ -15,6 +15,8 @@
 // which is what lets a relayed send complete before its receive.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -128,6 +130,45 @@ TEST_P(CloseAfterSendTest, CompletedSendsArriveAfterTheSenderClosed) {
   ASSERT_NO_FATAL_FAILURE(peer_sends_then_closes());
   EXPECT_TRUE(warns_since(warns_before_).empty())
       << "WARN during a clean run:" << join_lines(warns_since(warns_before_));
+}
+
+TEST_P(CloseAfterSendTest, MessagesHeldPastTheRelayDrainTimeoutFailTheReceiver) {
+  // The relay host delivers after the connector's close only for NCCL_MESH_RELAY_RDMA_DRAIN_MS;
+  // a receiver that posts later must get an error, never a hang or a silent loss. The lane
+  // gives the relay host a short drain timeout and tells the suite
+  // (MESH_CONFORMANCE_RELAY_DRAIN_MS).
+  const char* env = std::getenv("MESH_CONFORMANCE_RELAY_DRAIN_MS");
+  if (!decoupled() || env == nullptr) {
+    GTEST_SKIP() << "needs an RDMA relay whose host's drain timeout is known "
+                    "(MESH_CONFORMANCE_RELAY_DRAIN_MS, Soft-RoCE relay-line3); connection: "
+                 << send_line_;
+  }
+  const Millis drain(std::atoll(env));
+  Exchange ex;
+  Flow f = flow();
+  f.recv_expect_error_at = 0;  // the first receive (and so the stream) must fail
+  ex.outbound(out_[0], f);
+  const std::vector<StreamResult> sent =
+      run_streams(net(), ex.local_specs, ex.local_comms, deadline_after(send_wait_));
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_TRUE(sent[0].ok) << "before any receive was posted, the sends did not complete: "
+                          << describe(ex.local_specs[0], sent[0]);
+  ASSERT_EQ(close_send(out_[0].local), ncclSuccess);
+  // Past the relay host's drain timeout (its clock started at our close), plus a margin.
+  std::this_thread::sleep_for(drain + std::chrono::milliseconds(5000));
+  TransferRequest peer_recv;
+  peer_recv.timeout_ms = static_cast<uint32_t>(recv_wait_.count());
+  peer_recv.streams = ex.remote_specs;
+  TransferReply got;
+  ASSERT_TRUE(peer().call(Op::kTransfer, peer_recv, &got, recv_wait_ + scaled(10000)))
+      << peer().error();
+  ASSERT_EQ(got.results.size(), 1u);
+  EXPECT_TRUE(got.results[0].ok)
+      << "the receiver posted " << drain.count() + 5000
+      << " ms after the sender closed, past the relay's drain timeout: its first receive must "
+         "fail: "
+      << describe(ex.remote_specs[0], got.results[0]);
+  EXPECT_EQ(got.results[0].failed_at, 0);
 }
 
 MESH_INSTANTIATE_VERSIONS(CloseAfterSendTest, 12);

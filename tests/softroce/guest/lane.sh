@@ -397,9 +397,13 @@ relay_line3() {
   # 14 makes the loaded VM retransmit; chunk tags then tell a duplicated completion apart)
   local ibt=()
   [ -n "${LANE_RELAY_IB_TIMEOUT:-}" ] && ibt=(NCCL_MESH_IB_TIMEOUT=$LANE_RELAY_IB_TIMEOUT)
+  # B's RDMA drain timeout (delivery after the connector's close), short so that the suite's
+  # CloseAfterSendTest can show a receiver posting later than it fails instead of hanging
+  local drain=${LANE_RELAY_DRAIN_MS:-20000}
   local rxe_b1=$SOFTROCE_LINE_AB_B_DEV rxe_b2=$SOFTROCE_LINE_BC_A_DEV rxe_before1 rxe_before2
   rxe_before1=$(rxe_counters "$rxe_b1"); rxe_before2=$(rxe_counters "$rxe_b2")
-  env "${ibt[@]}" MESH_CONFORMANCE_PEER_IFNAME=$b1,$b2 NCCL_MESH_RELAY_SCOPE=process \
+  env "${ibt[@]}" NCCL_MESH_RELAY_RDMA_DRAIN_MS=$drain \
+    MESH_CONFORMANCE_PEER_IFNAME=$b1,$b2 NCCL_MESH_RELAY_SCOPE=process \
     NCCL_MESH_TRANSPORT=$mode MESH_CONF_VERBOSE=1 ./mesh_conformance_peer --hold "$PLUGIN" 1800 \
     > "$blog" 2>&1 &
   bpid=$!
@@ -409,7 +413,8 @@ relay_line3() {
   # starts one: 2.5 s to settle, beacons every 0.5 s), stretched for TCG
   relay_suite() { # log filter [env...]
     local out=$1 filter=$2; shift 2
-    env "${ibt[@]}" "$@" MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
+    env "${ibt[@]}" "$@" MESH_CONFORMANCE_RELAY_DRAIN_MS=$drain \
+      MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
       MESH_CONFORMANCE_IFNAME=$a MESH_CONFORMANCE_PEER_IFNAME=$c MESH_CONF_VERBOSE=1 \
       MESH_CONF_TIME_SCALE=$SCALE MESH_CONFORMANCE_EXPECT_TRANSPORT=$rt NCCL_MESH_TRANSPORT=$mode \
       NCCL_MESH_RELAY_SCOPE=process \
