@@ -52,6 +52,10 @@
 #      LANE_RELAY_FILTER     --gtest_filter of relay-line3's first pass (default $RELAY_FILTER)
 #      LANE_RELAY_MANY       1: relay-line3 also runs 16 relayed connections at once (default 1
 #                      for an RDMA relay, 0 for a TCP relay: see RELAY_MANY)
+#      LANE_RELAY_IB_TIMEOUT NCCL_MESH_IB_TIMEOUT of relay-line3's processes (default: the
+#                      plugin's, 20; 14 is the retransmission stress of issue 26)
+#      LANE_RELAY_DRAIN_MS   relay host B's NCCL_MESH_RELAY_RDMA_DRAIN_MS, also told to the suite
+#                      (MESH_CONFORMANCE_RELAY_DRAIN_MS; default 20000)
 # Exit status: 0 when every step passed.
 set -u
 cd /guest
