@@ -186,6 +186,7 @@ void Plugin::start_relay_agent() {
     rdma::ForwarderOptions fo;
     fo.slots = static_cast<uint32_t>(s.relay_rdma_slots);
     fo.slot_bytes = static_cast<uint32_t>(s.relay_rdma_slot_bytes / 4096 * 4096);
+    fo.drain_timeout_ms = s.relay_rdma_drain_ms;
     forwarder_.configure(fo);
     rdma::RelayForwarder* fw = &forwarder_;
     cfg.rdma_forward = [fw](relay::RdmaHandoff& h, std::string* w) { return fw->adopt(h, w); };

@@ -114,6 +114,10 @@ struct SettingEnum<RelayScope> {
   X(int64_t, relay_rdma_slot_bytes, "NCCL_MESH_RELAY_RDMA_SLOT_BYTES", 524288, 4096, 16777216,    \
     "RDMA relay: bytes per staging slot (a multiple of 4096): the chunk size a relayed "          \
     "connection's messages are cut into.")                                                        \
+  X(int64_t, relay_rdma_drain_ms, "NCCL_MESH_RELAY_RDMA_DRAIN_MS", 60000, 0, 3600000,             \
+    "RDMA relay: after the sender closed its comm, how long the relay host keeps delivering the " \
+    "complete messages it holds (waiting for the destination's receives); then it closes and "    \
+    "the destination's receives fail.")                                                           \
   X(int64_t, relay_port, "NCCL_MESH_RELAY_PORT", 18515, 1, 65535,                                 \
     "TCP and UDP port of the host's relay agent (beacons, relayed sockets); the same on every "   \
     "host.")                                                                                      \

@@ -204,11 +204,34 @@ TEST(RdmaSetup, RelayTrailerOutOfRangeIsRejected) {
   expect_rejected(encode_setup(m), "credit word");
 }
 
-TEST(RdmaSetup, ChunkImmediateKeepsLengthAndLastFlagApart) {
-  EXPECT_EQ(chunk_imm(0, true), kChunkLastFlag);
-  EXPECT_EQ(chunk_imm(4096, false), 4096u);
-  EXPECT_EQ(chunk_imm(kMaxRelaySlotBytes, true), kMaxRelaySlotBytes | kChunkLastFlag);
-  EXPECT_EQ(chunk_imm(kMaxRelaySlotBytes, true) & ~kChunkLastFlag, kMaxRelaySlotBytes);
+TEST(RdmaSetup, ChunkImmediateKeepsLengthTagAndLastFlagApart) {
+  EXPECT_EQ(chunk_imm(0, true, 0), kChunkLastFlag);
+  EXPECT_EQ(chunk_imm(4096, false, 0), 4096u);
+  EXPECT_EQ(chunk_imm(4096, false, 1), 4096u | (1u << kChunkTagShift));
+  EXPECT_EQ(chunk_imm(4096, false, 64), 4096u);  // the tag is the chunk number mod 64
+  for (uint64_t chunk : {0ull, 1ull, 63ull, 64ull, 1000003ull, ~0ull}) {
+    for (uint32_t len : {0u, 1u, 4096u, kMaxRelaySlotBytes}) {
+      for (bool last : {false, true}) {
+        const ChunkImm d = decode_chunk_imm(chunk_imm(len, last, chunk));
+        EXPECT_EQ(d.length, len);
+        EXPECT_EQ(d.last, last);
+        EXPECT_EQ(d.tag, chunk_tag(chunk));
+      }
+    }
+  }
+}
+
+TEST(RdmaSetup, CreditsBeyondThePostedFailAndStaleOnesAreIgnored) {
+  uint64_t seen = 0;
+  EXPECT_TRUE(accept_credit(3, 5, &seen));
+  EXPECT_EQ(seen, 3u);
+  EXPECT_TRUE(accept_credit(2, 5, &seen));  // stale (a duplicated WRITE re-executed): ignored
+  EXPECT_EQ(seen, 3u);
+  EXPECT_TRUE(accept_credit(5, 5, &seen));
+  EXPECT_EQ(seen, 5u);
+  EXPECT_FALSE(accept_credit(6, 5, &seen));  // more freed than ever posted
+  EXPECT_EQ(seen, 5u);
+  EXPECT_FALSE(accept_credit(~0ull, 5, &seen));
 }
 
 TEST(RdmaSetup, RandomBytesNeverCrashAndRarelyPass) {

@@ -232,6 +232,7 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_RELAY_PORT",
                                       "NCCL_MESH_RELAY_RDMA_SLOTS",
                                       "NCCL_MESH_RELAY_RDMA_SLOT_BYTES",
+                                      "NCCL_MESH_RELAY_RDMA_DRAIN_MS",
                                       "NCCL_MESH_RELAY_VIA",
                                       "NCCL_MESH_RELAY_SCOPE",
                                       "NCCL_MESH_EMULATE"};
@@ -334,6 +335,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_RELAY", "integer", "1", "0..1"},
       {"NCCL_MESH_RELAY_RDMA_SLOTS", "integer", "8", "1..64"},
       {"NCCL_MESH_RELAY_RDMA_SLOT_BYTES", "integer", "524288", "4096..16777216"},
+      {"NCCL_MESH_RELAY_RDMA_DRAIN_MS", "integer", "60000", "0..3600000"},
       {"NCCL_MESH_RELAY_PORT", "integer", "18515", "1..65535"},
       {"NCCL_MESH_RELAY_VIA", "string", "", ""},
       {"NCCL_MESH_RELAY_SCOPE", "enum", "host", "host, process"},
@@ -374,6 +376,7 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_RELAY_PORT", &Settings::relay_port},
       {"NCCL_MESH_RELAY_RDMA_SLOTS", &Settings::relay_rdma_slots},
       {"NCCL_MESH_RELAY_RDMA_SLOT_BYTES", &Settings::relay_rdma_slot_bytes},
+      {"NCCL_MESH_RELAY_RDMA_DRAIN_MS", &Settings::relay_rdma_drain_ms},
   };
   const std::map<std::string, std::string Settings::*> strings = {
       {"NCCL_MESH_IFNAME", &Settings::ifname},

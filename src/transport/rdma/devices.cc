@@ -102,6 +102,26 @@ void VerbsDevice::async_loop() {
         }
         break;
       }
+      case IBV_EVENT_CQ_ERR: {
+        // A completion queue overran or failed: its QP's completions are lost, so the
+        // connection on it can only hang; fail it instead.
+        const ibv_cq* cq = ev.element.cq;
+        std::shared_ptr<FailureLatch> latch;
+        {
+          std::lock_guard<std::mutex> lock(watch_mu_);
+          auto it = watched_cqs_.find(cq);
+          if (it != watched_cqs_.end()) latch = it->second.lock();
+        }
+        MESH_WARN(
+            "RDMA device %s: completion queue error (%s)%s; check dmesg and the provider's "
+            "completion queue depth",
+            name_.c_str(), what, latch ? ": the connection on it fails" : "");
+        if (latch) {
+          latch->fail(ncclSystemError, "completion queue error on " + name_ + ": " + what +
+                                           " (event " + std::to_string(ev.event_type) + ")");
+        }
+        break;
+      }
       case IBV_EVENT_DEVICE_FATAL: {
         MESH_WARN(
             "RDMA device %s reported a fatal error (%s): every connection on it fails; "
@@ -109,6 +129,10 @@ void VerbsDevice::async_loop() {
             name_.c_str(), what);
         std::lock_guard<std::mutex> lock(watch_mu_);
         for (auto& [qpn, weak] : watched_) {
+          if (auto latch = weak.lock())
+            latch->fail(ncclRemoteError, "RDMA device " + name_ + " fatal error");
+        }
+        for (auto& [cq, weak] : watched_cqs_) {
           if (auto latch = weak.lock())
             latch->fail(ncclRemoteError, "RDMA device " + name_ + " fatal error");
         }
@@ -134,6 +158,16 @@ void VerbsDevice::watch_qp(uint32_t qpn, std::weak_ptr<FailureLatch> latch) {
 void VerbsDevice::unwatch_qp(uint32_t qpn) {
   std::lock_guard<std::mutex> lock(watch_mu_);
   watched_.erase(qpn);
+}
+
+void VerbsDevice::watch_cq(const ibv_cq* cq, std::weak_ptr<FailureLatch> latch) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  watched_cqs_[cq] = std::move(latch);
+}
+
+void VerbsDevice::unwatch_cq(const ibv_cq* cq) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  watched_cqs_.erase(cq);
 }
 
 namespace {

@@ -73,6 +73,9 @@ class VerbsDevice {
   // The async thread reports QP events to the connection's latch registered for the QP number.
   void watch_qp(uint32_t qpn, std::weak_ptr<FailureLatch> latch);
   void unwatch_qp(uint32_t qpn);
+  // The same for a completion queue (IBV_EVENT_CQ_ERR: every connection on it fails).
+  void watch_cq(const ibv_cq* cq, std::weak_ptr<FailureLatch> latch);
+  void unwatch_cq(const ibv_cq* cq);
 
  private:
   void async_loop();
@@ -86,6 +89,7 @@ class VerbsDevice {
   std::optional<bool> dmabuf_;
   std::mutex watch_mu_;
   std::map<uint32_t, std::weak_ptr<FailureLatch>> watched_;
+  std::map<const ibv_cq*, std::weak_ptr<FailureLatch>> watched_cqs_;
   std::atomic<bool> stop_{false};
   std::thread async_;
 };

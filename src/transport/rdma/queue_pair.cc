@@ -18,7 +18,15 @@ QueuePair::~QueuePair() {
     dev_->unwatch_qp(qp_->qp_num);
     api->destroy_qp(qp_);
   }
-  if (cq_ != nullptr) api->destroy_cq(cq_);
+  if (cq_ != nullptr) {
+    dev_->unwatch_cq(cq_);
+    api->destroy_cq(cq_);
+  }
+}
+
+void QueuePair::watch(std::weak_ptr<FailureLatch> latch) {
+  dev_->watch_cq(cq_, latch);
+  dev_->watch_qp(qp_->qp_num, std::move(latch));
 }
 
 std::string QueuePair::describe() const {

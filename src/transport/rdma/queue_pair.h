@@ -23,7 +23,9 @@ struct QpOptions {
 class QueuePair {
  public:
   // Depths: a comm has at most NCCL_NET_MAX_REQUESTS messages in flight; every message is one
-  // work request per QP, and the receiver adds one clear-to-send write per message.
+  // work request per QP, and the receiver adds one clear-to-send write per message. A relayed
+  // sender has at most K <= kMaxRelaySlots chunks in flight; the relay host counts its work
+  // requests per QP and waits rather than post beyond kSendDepth (relay_forward.h).
   static constexpr int kSendDepth = 128;
   static constexpr int kRecvDepth = 64;
   static constexpr int kCqDepth = kSendDepth + kRecvDepth;
@@ -48,7 +50,10 @@ class QueuePair {
   const PortBinding& binding() const { return binding_; }
   uint32_t max_inline() const { return max_inline_; }
   bool post_recv(std::string* why);  // one zero-length receive for a WRITE_WITH_IMM
-  std::string describe() const;      // "rxe_a port 1 QP 0x11"
+  // The device's event thread fails `latch` on an asynchronous error of this QP or its CQ
+  // (until the QP is destroyed).
+  void watch(std::weak_ptr<FailureLatch> latch);
+  std::string describe() const;  // "rxe_a port 1 QP 0x11"
 
  private:
   QueuePair() = default;

@@ -35,7 +35,7 @@ RdmaConnection::RdmaConnection(std::shared_ptr<Endpoint> endpoint, UniqueFd cont
   set_nonblocking(control_.get(), true);
   for (Request& r : pool_) r.hdr.owner = this;
   for (FlushRequest& f : flushes_) f.hdr.owner = this;
-  for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, failure_);
+  for (auto& qp : ep_->qps()) qp->watch(failure_);
   if (sender_) {
     // Our QPs are in RTS (connect() moved them before building this comm): tell the listener,
     // whose accept() returns the receive comm only then.
@@ -85,7 +85,7 @@ bool RdmaConnection::open_flush_qps(std::string* why) {
     f.qp = QueuePair::create(dev, qps[q]->binding(), iq.local_addr, iq.local_addr, why);
     if (!f.qp) return false;
     if (!f.qp->connect(f.qp->info(), QpOptions{}, why)) return false;
-    f.qp->device()->watch_qp(f.qp->qp()->qp_num, failure_);
+    f.qp->watch(failure_);
     f.mr = dev->acquire_mr(flush_buf_, 4096, why);
     if (f.mr == nullptr) return false;
     flush_qps_.push_back(std::move(f));

@@ -24,25 +24,25 @@ constexpr uint64_t kWrPayload = 1ull << 62;  // | chunk index: an onward WRITE f
 constexpr uint64_t kWrImm = 2ull << 62;      // a message's closing WRITE_WITH_IMM
 constexpr uint64_t kWrCredit = 3ull << 62;   // a credit WRITE to the connector
 constexpr uint64_t kWrKind = 3ull << 62;
-// Every Nth credit write is signalled so its send-queue slots are reclaimed.
-constexpr uint32_t kCreditSignalEvery = 8;
 // Liveness of the control sockets is checked this often while forwarding (a syscall each).
 constexpr int64_t kControlCheckMs = 5;
+// After the connector's socket closed, completions it caused may still be on their way into
+// the completion queue: the forward ends no earlier than this (a complete message it still
+// finds is delivered first).
+constexpr int64_t kDrainSettleMs = 100;
 
 }  // namespace
 
 RelayForward::RelayForward(RdmaTransport& transport, ForwardSockets sockets, uint32_t slots,
-                           uint32_t slot_bytes, int64_t setup_timeout_ms)
+                           uint32_t slot_bytes, int64_t setup_deadline_ms, int64_t drain_timeout_ms)
     : transport_(transport),
       sockets_(std::move(sockets)),
       slots_(slots),
       slot_bytes_(slot_bytes),
-      deadline_ms_(setup_timeout_ms) {
+      deadline_ms_(setup_deadline_ms),
+      drain_timeout_ms_(drain_timeout_ms) {
   set_nonblocking(sockets_.up.get(), true);
   set_nonblocking(sockets_.down.get(), true);
-  slot_.assign(slots_, Slot::kEmpty);
-  slot_len_.assign(slots_, 0);
-  slot_last_.assign(slots_, 0);
   out_.assign(relay::kRelayReplySize, 0);
   relay::encode_relay_reply(relay::ReplyCode::kOk, out_.data());
 }
@@ -130,12 +130,14 @@ bool RelayForward::on_hello() {
               "the connector's hello is invalid: " + why);
     return false;
   }
+  // The whole hello is read before any refusal: a socket closed with unread bytes resets, and
+  // the reset would overtake the refusal.
+  if (in_.size() < handshake::kHelloSize + hello.ext_len) return true;  // read the rest
   if (hello.role != handshake::Role::kControl || hello.ext_len == 0 || hello.ndata != 0) {
     refuse_up(static_cast<uint8_t>(handshake::HelloReply::kMalformed),
               "an RDMA relay request must carry one control hello with an RDMA setup");
     return false;
   }
-  if (in_.size() < handshake::kHelloSize + hello.ext_len) return true;  // read the rest
   if (!decode_setup(in_.data() + handshake::kHelloSize, hello.ext_len, &up_setup_, &why) ||
       !up_setup_.relay || up_setup_.relay_slots != 0) {
     refuse_up(static_cast<uint8_t>(handshake::HelloReply::kMalformed),
@@ -273,6 +275,9 @@ bool RelayForward::step(int64_t now_ms, bool* progress) {
       }
       if (sent_ == out_.size()) {
         phase_ = Phase::kLive;
+        chunks_ = std::make_unique<RelayChunks>(slots_, slot_bytes_, up_ep_->qps().size());
+        for (auto& qp : up_ep_->qps()) qp->watch(up_async_);
+        for (auto& qp : down_ep_->qps()) qp->watch(down_async_);
         MESH_INFO(NCCL_NET,
                   "relay: forwarding %s over RDMA (%u slots of %u bytes; in: %s; out: %s)",
                   sockets_.what.c_str(), slots_, slot_bytes_, up_ep_->describe().c_str(),
@@ -280,22 +285,89 @@ bool RelayForward::step(int64_t now_ms, bool* progress) {
       }
       return true;
     case Phase::kLive:
+      now_ms_ = now_ms;
       break;
     case Phase::kDone:
       return false;
   }
-  if (!poll_up(progress) || !forward_arrived(progress) || !poll_down(progress) ||
-      !return_credits(progress))
+  if (!check_async_errors() || !poll_up(progress) || !forward_arrived(progress) ||
+      !poll_down(progress) || !return_credits(progress))
     return false;
   if (now_ms >= next_control_check_ms_) {
     next_control_check_ms_ = now_ms + kControlCheckMs;
     if (!check_controls()) return false;
   }
+  if (draining() && drained(now_ms)) return false;
   return true;
 }
 
+bool RelayForward::check_async_errors() {
+  // The device's event thread latched an asynchronous QP or CQ error of a leg: that leg's QPs
+  // are unusable. The connector's leg is over anyway once it closed (its QPs are gone).
+  if (down_async_->failed() || (up_async_->failed() && !draining())) {
+    (down_async_->failed() ? down_async_ : up_async_)
+        ->report("relay: RDMA forward " + sockets_.what + " ended, both ends closed");
+    finish();
+    return false;
+  }
+  return true;
+}
+
+bool RelayForward::drained(int64_t now_ms) {
+  const bool writes_done =
+      chunks_->writing() == 0 &&
+      std::all_of(down_sq_.begin(), down_sq_.end(), [](uint32_t n) { return n == 0; });
+  if (!chunks_->holds_complete_message() && writes_done &&
+      now_ms >= drain_since_ms_ + kDrainSettleMs) {
+    if (chunks_->holds_any() || have_cts_) {
+      MESH_INFO(NCCL_NET,
+                "relay: RDMA forward %s: the connector closed in the middle of a message (its "
+                "send never completed): the destination's receive of it fails",
+                sockets_.what.c_str());
+    }
+    MESH_INFO(NCCL_NET,
+              "relay: RDMA forward %s: every complete message the connector left was delivered "
+              "(%llu chunks); closing",
+              sockets_.what.c_str(), static_cast<unsigned long long>(chunks_->next_chunk()));
+    finish();
+    return true;
+  }
+  if (now_ms - drain_since_ms_ > drain_timeout_ms_) {
+    MESH_WARN(
+        "relay: RDMA forward %s: the connector closed %lld ms ago and the destination has not "
+        "received %llu chunk(s) of its completed sends (%s); closing: the destination's "
+        "receives fail (NCCL_MESH_RELAY_RDMA_DRAIN_MS=%lld)",
+        sockets_.what.c_str(), static_cast<long long>(now_ms - drain_since_ms_),
+        static_cast<unsigned long long>(chunks_->arrivals() - chunks_->next_chunk()),
+        writes_done ? "it did not post their receives" : "their writes did not complete",
+        static_cast<long long>(drain_timeout_ms_));
+    finish();
+    return true;
+  }
+  return false;
+}
+
+bool RelayForward::connector_closed() {
+  if (draining()) return true;
+  uint8_t byte;
+  if (recv(sockets_.up.get(), &byte, 1, MSG_DONTWAIT | MSG_PEEK) != 0) return false;
+  start_drain();
+  return true;
+}
+
+void RelayForward::start_drain() {
+  // The connector closed its comm or exited: its completed sends are held here, some perhaps
+  // not yet forwarded. Deliver them, then close (drained()).
+  MESH_INFO(NCCL_NET,
+            "relay: RDMA forward %s: the connector closed the connection; delivering the "
+            "complete messages held (%llu chunks arrived, %llu forwarded) before closing",
+            sockets_.what.c_str(), static_cast<unsigned long long>(chunks_->arrivals()),
+            static_cast<unsigned long long>(chunks_->next_chunk()));
+  drain_since_ms_ = now_ms_;
+}
+
 bool RelayForward::check_controls() {
-  for (int side = 0; side < 2; ++side) {
+  for (int side = draining() ? 1 : 0; side < 2; ++side) {
     const int fd = side == 0 ? sockets_.up.get() : sockets_.down.get();
     uint8_t byte;
     const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
@@ -308,9 +380,15 @@ bool RelayForward::check_controls() {
       return fail(std::string("unexpected bytes on the ") +
                   (side == 0 ? "connector's" : "destination's") +
                   " control socket (protocol violation)");
-    // EOF or an error: that end is gone (process exit, closed comm, or its cable failed).
-    MESH_INFO(NCCL_NET, "relay: RDMA forward %s: the %s closed the connection; closing the other",
-              sockets_.what.c_str(), side == 0 ? "connector" : "destination");
+    if (side == 0) {
+      start_drain();
+      continue;
+    }
+    // The destination is gone (process exit, closed comm, or its cable failed).
+    MESH_INFO(NCCL_NET,
+              "relay: RDMA forward %s: the destination closed the connection; closing "
+              "the connector's",
+              sockets_.what.c_str());
     finish();
     return false;
   }
@@ -321,31 +399,34 @@ bool RelayForward::poll_up(bool* progress) {
   auto& qps = up_ep_->qps();
   std::string why;
   for (size_t q = 0; q < qps.size(); ++q) {
+    if (up_closed_ & (1u << q)) continue;
     const bool ok = drain_completions(*qps[q], &why, [&](const ibv_wc& c) {
       *progress = true;
-      if (c.status != IBV_WC_SUCCESS) return fail(completion_error(*qps[q], c));
-      if ((c.wr_id & kWrKind) == kWrCredit) return true;  // a signalled credit write
+      if (c.status != IBV_WC_SUCCESS) {
+        // A credit WRITE that found the connector's QP gone can complete in error before its
+        // closed socket was seen: then it is the connector's close, and the forward drains.
+        if (!draining() && !connector_closed()) return fail(completion_error(*qps[q], c));
+        // The connector's QP is gone (a credit write found no one): everything that arrived
+        // on it completed before this, in order; the rest are flushed receives.
+        MESH_INFO(NCCL_NET, "relay: RDMA forward %s: the connector's leg is closed (%s)",
+                  sockets_.what.c_str(), completion_error(*qps[q], c).c_str());
+        up_closed_ |= 1u << q;
+        return false;
+      }
+      if ((c.wr_id & kWrKind) == kWrCredit) {
+        if (up_sq_ > 0) --up_sq_;
+        return true;
+      }
       if (c.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
         return fail("unexpected completion opcode " + std::to_string(c.opcode) + " on " +
                     qps[q]->describe());
-      // Chunk c travels on QP c % nqps, and each QP completes in order.
-      const uint64_t chunk = q + qps.size() * up_count_[q]++;
-      const uint32_t imm = ntohl(c.imm_data);
-      const uint32_t len = imm & ~kChunkLastFlag;
-      const size_t slot = chunk % slots_;
-      if (chunk < next_fwd_ || chunk >= freed_ + slots_ || slot_[slot] != Slot::kEmpty)
-        return fail("the connector wrote chunk " + std::to_string(chunk) +
-                    " without a free slot (" + std::to_string(freed_) +
-                    " freed; protocol violation)");
-      if (len > slot_bytes_)
-        return fail("the connector's chunk " + std::to_string(chunk) + " claims " +
-                    std::to_string(len) + " bytes in a slot of " + std::to_string(slot_bytes_));
-      slot_[slot] = Slot::kArrived;
-      slot_len_[slot] = len;
-      slot_last_[slot] = (imm & kChunkLastFlag) != 0;
       std::string err;
+      if (!chunks_->arrived(q, ntohl(c.imm_data), &err))
+        return fail(err + " on " + qps[q]->describe());
+      if (draining()) return true;  // nothing more is written to these QPs
       return qps[q]->post_recv(&err) || fail(err);
     });
+    if (!ok && (up_closed_ & (1u << q))) continue;
     if (!ok) return why.empty() ? false : fail(why);
   }
   return true;
@@ -367,6 +448,16 @@ bool RelayForward::post_imm_writes(uint64_t size) {
     wr.wr.rdma.rkey = cts_.rkeys[q];
     const int rc = ibv_post_send(qps[q]->qp(), &wr, &bad);
     if (rc != 0) return fail("ibv_post_send on " + qps[q]->describe() + ": " + errno_text(rc));
+    ++down_sq_[q];
+  }
+  return true;
+}
+
+bool RelayForward::room_for(size_t payload_qp, bool payload, bool last) const {
+  const size_t n = down_ep_->qps().size();
+  for (size_t q = 0; q < n; ++q) {
+    const uint32_t need = (payload && q == payload_qp ? 1u : 0u) + (last ? 1u : 0u);
+    if (down_sq_[q] + need > static_cast<uint32_t>(QueuePair::kSendDepth)) return false;
   }
   return true;
 }
@@ -374,8 +465,8 @@ bool RelayForward::post_imm_writes(uint64_t size) {
 bool RelayForward::forward_arrived(bool* progress) {
   auto& qps = down_ep_->qps();
   for (;;) {
-    const size_t slot = next_fwd_ % slots_;
-    if (slot_[slot] != Slot::kArrived) return true;
+    RelayChunks::Next n;
+    if (!chunks_->next(&n)) return true;
     if (!have_cts_) {
       // The destination's clear-to-send for this message: written by its NIC, the marker last.
       const uint8_t* entry =
@@ -386,18 +477,21 @@ bool RelayForward::forward_arrived(bool* progress) {
       cts_ = decode_cts_entry(entry);
       have_cts_ = true;
     }
+    const size_t q = n.chunk % qps.size();
+    // Larger than the posted receive: nothing lands past the buffer; the size still goes on,
+    // so the destination fails with its own message, as on a direct connection.
+    if (n.length > 0 && msg_offset_ + n.length > cts_.capacity) oversize_ = true;
+    const bool payload = n.length > 0 && !oversize_;
+    if (!room_for(q, payload, n.last)) return true;  // the send queues drain first
     *progress = true;
-    const uint32_t len = slot_len_[slot];
-    slot_[slot] = Slot::kEmpty;
-    if (len > 0 && !oversize_ && msg_offset_ + len <= cts_.capacity) {
-      const size_t q = next_fwd_ % qps.size();
+    if (payload) {
       ibv_sge sge{};
-      sge.addr = reinterpret_cast<uintptr_t>(staging_) + slot * slot_bytes_;
-      sge.length = len;
+      sge.addr = reinterpret_cast<uintptr_t>(staging_) + n.slot * slot_bytes_;
+      sge.length = n.length;
       sge.lkey = down_mem_->lkey[q];
       ibv_send_wr wr{};
       ibv_send_wr* bad = nullptr;
-      wr.wr_id = kWrPayload | next_fwd_;
+      wr.wr_id = kWrPayload | n.chunk;
       wr.opcode = IBV_WR_RDMA_WRITE;
       wr.send_flags = IBV_SEND_SIGNALED;
       wr.sg_list = &sge;
@@ -406,16 +500,11 @@ bool RelayForward::forward_arrived(bool* progress) {
       wr.wr.rdma.rkey = cts_.rkeys[q];
       const int rc = ibv_post_send(qps[q]->qp(), &wr, &bad);
       if (rc != 0) return fail("ibv_post_send on " + qps[q]->describe() + ": " + errno_text(rc));
-      slot_[slot] = Slot::kForwarding;
-    } else if (len > 0) {
-      // Larger than the posted receive: nothing lands past the buffer; the size still goes on,
-      // so the destination fails with its own message, as on a direct connection.
-      oversize_ = true;
+      ++down_sq_[q];
     }
-    msg_offset_ += len;
-    const bool last = slot_last_[slot] != 0;
-    ++next_fwd_;
-    if (last) {
+    chunks_->forwarded(payload);
+    msg_offset_ += n.length;
+    if (n.last) {
       if (!post_imm_writes(msg_offset_)) return false;
       ++msg_seq_;
       have_cts_ = false;
@@ -432,13 +521,17 @@ bool RelayForward::poll_down(bool* progress) {
     const bool ok = drain_completions(*qps[q], &why, [&](const ibv_wc& c) {
       *progress = true;
       if (c.status != IBV_WC_SUCCESS) return fail(completion_error(*qps[q], c));
-      if ((c.wr_id & kWrKind) != kWrPayload) return true;
-      const uint64_t chunk = c.wr_id & ~kWrKind;
-      const size_t slot = chunk % slots_;
-      if (chunk < freed_ || chunk >= next_fwd_ || slot_[slot] != Slot::kForwarding)
-        return fail("completion for chunk " + std::to_string(chunk) + " that is not in flight");
-      slot_[slot] = Slot::kEmpty;
-      return true;
+      const uint64_t kind = c.wr_id & kWrKind;
+      if (kind != kWrPayload && kind != kWrImm)
+        return fail("completion of unknown work request " + std::to_string(c.wr_id) + " on " +
+                    qps[q]->describe());
+      if (down_sq_[q] == 0)
+        return fail("more send completions than work requests on " + qps[q]->describe() +
+                    " (a duplicated completion: provider fault)");
+      --down_sq_[q];
+      std::string err;
+      return kind != kWrPayload || chunks_->written(c.wr_id & ~kWrKind, &err) ||
+             fail(err + " on " + qps[q]->describe());
     });
     if (!ok) return why.empty() ? false : fail(why);
   }
@@ -446,12 +539,17 @@ bool RelayForward::poll_down(bool* progress) {
 }
 
 bool RelayForward::return_credits(bool* progress) {
-  while (freed_ < next_fwd_ && slot_[freed_ % slots_] == Slot::kEmpty) ++freed_;
-  if (freed_ == credit_sent_) return true;
+  // Draining: the connector is gone, and nothing it could still write would be a completed send.
+  if (draining()) return true;
+  const uint64_t freed = chunks_->freed();
+  if (freed == credit_sent_) return true;
+  // Every credit write is signalled and counted: the send queue never overflows, whatever the
+  // slot count; a credit that must wait is merged into the next (the word is a running count).
+  if (up_sq_ >= static_cast<uint32_t>(QueuePair::kSendDepth)) return true;
   *progress = true;
   // Staged in the up endpoint's own registered clear-to-send memory, which a receiver endpoint
   // otherwise leaves unused here (the relay posts no clear-to-send to the connector).
-  uint64_t v = htole64(freed_);
+  uint64_t v = htole64(freed);
   uint8_t* staged = up_ep_->cts_memory();
   std::memcpy(staged, &v, sizeof(v));
   QueuePair& qp0 = *up_ep_->qps()[0];
@@ -461,19 +559,21 @@ bool RelayForward::return_credits(bool* progress) {
   sge.lkey = up_ep_->cts_lkey(0);
   ibv_send_wr wr{};
   ibv_send_wr* bad = nullptr;
-  wr.wr_id = kWrCredit | freed_;
+  wr.wr_id = kWrCredit | freed;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.sg_list = &sge;
   wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
   // Inline: the value is copied at post time. Without inline the NIC reads `staged` later,
-  // possibly after a newer count was staged there: still a count of freed slots, so still safe.
+  // possibly after a newer count was staged there: still a count of freed slots, so still safe
+  // (and the connector ignores a count lower than one it saw).
   if (sizeof(v) <= qp0.max_inline()) wr.send_flags |= IBV_SEND_INLINE;
-  if (++credit_writes_ % kCreditSignalEvery == 0) wr.send_flags |= IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = up_ep_->peer_ring_addr();
   wr.wr.rdma.rkey = up_ep_->peer_ring_rkey();
   const int rc = ibv_post_send(qp0.qp(), &wr, &bad);
   if (rc != 0) return fail("posting a credit on " + qp0.describe() + ": " + errno_text(rc));
-  credit_sent_ = freed_;
+  ++up_sq_;
+  credit_sent_ = freed;
   return true;
 }
 

@@ -9,14 +9,26 @@
 //   to the destination  -> send the destination the same hello (nonce, connection id) with our own
 //   setup  ->  read its answer (a refusal is passed back unchanged)  ->  connect both sides' QPs,
 //   send the destination our ready byte, answer the connector with our staging ring.
-// Forwarding: chunk c arrives in slot c % K (a WRITE_WITH_IMM: its length and last flag); once
-// the destination's clear-to-send for the chunk's message is there, an RDMA WRITE from the slot
-// puts it at its offset in that buffer (the NIC reads the slot: no CPU copy); after the last
-// chunk one zero-length WRITE_WITH_IMM per QP carries the message size. A slot is free again
-// when its onward WRITE completed; the freed count goes back to the connector's credit word.
+// Forwarding: chunk c arrives in slot c % K (a WRITE_WITH_IMM: its length, tag and last flag,
+// checked by RelayChunks); once the destination's clear-to-send for the chunk's message is
+// there, an RDMA WRITE from the slot puts it at its offset in that buffer (the NIC reads the
+// slot: no CPU copy); after the last chunk one zero-length WRITE_WITH_IMM per QP carries the
+// message size. A slot is free again when its onward WRITE completed; the freed count goes back
+// to the connector's credit word. Work requests are counted per QP and never exceed the send
+// queue (QueuePair::kSendDepth), whatever K: a chunk waits when its QPs have no room.
 // Memory: K x S bytes of staging per connection, whatever the traffic.
-// Faults: a completion error, a protocol violation or EOF on either control socket ends the
-// forward: both control sockets are closed, so both endpoints fail (within their 500 ms grace).
+// Delivery after close: a connector's send completes once its chunks are in the slots here, so
+// when its control socket closes (its comm was closed, its process exited) the forward drains:
+// no more credits, every complete message held is forwarded as the destination posts its
+// receives, and once their payload and size WRITEs completed, the destination's socket is
+// closed. Bounded by the drain timeout (NCCL_MESH_RELAY_RDMA_DRAIN_MS), after which the
+// destination's socket is closed with messages undelivered: its receives fail, never a silent
+// loss. A message the connector left unfinished is not delivered either (its send never
+// completed): the destination's receive fails the same way.
+// Faults: a completion error (of either leg; of the connector's leg only while it is live), an
+// asynchronous QP or CQ error, a protocol violation (a chunk tag mismatch included) or EOF on
+// the destination's control socket ends the forward: both control sockets are closed, so both
+// endpoints fail (within their 500 ms grace).
 //
 // Single-threaded: only the forwarder's thread (relay_forwarder.h) calls step().
 #pragma once
@@ -28,9 +40,11 @@
 #include <vector>
 
 #include "relay/rdma_handoff.h"
+#include "transport/failure_latch.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/rdma_memory.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/relay_chunks.h"
 #include "transport/rdma/wire.h"
 #include "util/socket_util.h"
 
@@ -41,7 +55,7 @@ using ForwardSockets = relay::RdmaHandoff;
 class RelayForward {
  public:
   RelayForward(RdmaTransport& transport, ForwardSockets sockets, uint32_t slots,
-               uint32_t slot_bytes, int64_t setup_timeout_ms);
+               uint32_t slot_bytes, int64_t setup_deadline_ms, int64_t drain_timeout_ms = 60000);
   ~RelayForward();
   RelayForward(const RelayForward&) = delete;
   RelayForward& operator=(const RelayForward&) = delete;
@@ -50,11 +64,11 @@ class RelayForward {
   // connection closed, or failed: then it has logged why); the caller destroys it.
   bool step(int64_t now_ms, bool* progress);
   const std::string& what() const { return sockets_.what; }
-  uint64_t chunks() const { return next_fwd_; }
+  uint64_t chunks() const { return chunks_ ? chunks_->next_chunk() : 0; }
+  bool draining() const { return drain_since_ms_ >= 0; }
 
  private:
   enum class Phase { kReplyOk, kReadHello, kWriteDown, kReadDownReply, kWriteUp, kLive, kDone };
-  enum class Slot : uint8_t { kEmpty, kArrived, kForwarding };
 
   bool read_some(int fd, size_t want, std::vector<uint8_t>* buf, bool* progress);
   bool write_some(int fd, std::vector<uint8_t>* buf, size_t* sent, bool* progress);
@@ -66,7 +80,12 @@ class RelayForward {
   bool poll_down(bool* progress);
   bool return_credits(bool* progress);
   bool check_controls();
+  bool connector_closed();  // EOF on the connector's socket (starts the drain)
+  void start_drain();
+  bool check_async_errors();
+  bool drained(int64_t now_ms);  // while draining: true once done (the forward has ended)
   bool post_imm_writes(uint64_t size);
+  bool room_for(size_t payload_qp, bool payload, bool last) const;
   void refuse_up(uint8_t hello_reply, const std::string& why);
   bool fail(const std::string& why);  // logs, ends the forward; returns false
   void finish();
@@ -91,14 +110,18 @@ class RelayForward {
   // down QPs' devices (lkeys for the onward writes); one MR per device either way.
   std::unique_ptr<RdmaMemory> up_mem_, down_mem_;
 
-  std::vector<Slot> slot_;
-  std::vector<uint32_t> slot_len_;
-  std::vector<uint8_t> slot_last_;
-  std::array<uint64_t, kMaxQps> up_count_{};  // WRITE_WITH_IMMs received per up QP
-  uint64_t next_fwd_ = 0;                     // the next chunk to forward
-  uint64_t freed_ = 0;                        // chunks whose slot is free again, in order
-  uint64_t credit_sent_ = 0;                  // the freed count last written to the connector
-  uint32_t credit_writes_ = 0;
+  std::unique_ptr<RelayChunks> chunks_;  // the staging slots' account
+  // Asynchronous QP/CQ errors of each leg (VerbsDevice's event thread records them).
+  std::shared_ptr<FailureLatch> up_async_ = std::make_shared<FailureLatch>();
+  std::shared_ptr<FailureLatch> down_async_ = std::make_shared<FailureLatch>();
+  std::array<uint32_t, kMaxQps> down_sq_{};  // send work requests outstanding per down QP
+  uint32_t up_sq_ = 0;                       // credit writes outstanding on up QP 0
+  uint64_t credit_sent_ = 0;                 // the freed count last written to the connector
+  // Delivery after close (see above): when the connector's socket closed, and until when.
+  const int64_t drain_timeout_ms_;
+  int64_t drain_since_ms_ = -1;
+  int64_t now_ms_ = 0;      // the current step's time
+  uint32_t up_closed_ = 0;  // draining: bit q = up QP q failed (the connector's QP is gone)
   // The destination's message being filled.
   uint32_t msg_seq_ = 0;
   bool have_cts_ = false;

@@ -22,7 +22,8 @@ bool RelayForwarder::adopt(ForwardSockets& sockets, std::string* why) {
   }
   const int64_t deadline = monotonic_ms() + options_.setup_timeout_ms;
   inbox_.push_back(std::make_unique<RelayForward>(transport_, std::move(sockets), options_.slots,
-                                                  options_.slot_bytes, deadline));
+                                                  options_.slot_bytes, deadline,
+                                                  options_.drain_timeout_ms));
   ++count_;
   if (!thread_.joinable()) {
     try {

@@ -27,6 +27,7 @@ struct ForwarderOptions {
   uint32_t slot_bytes = 512 * 1024;  // NCCL_MESH_RELAY_RDMA_SLOT_BYTES
   size_t max_forwards = 64;          // connections relayed at once (staging is K x S each)
   int64_t setup_timeout_ms = 15000;
+  int64_t drain_timeout_ms = 60000;  // NCCL_MESH_RELAY_RDMA_DRAIN_MS: delivery after close
 };
 
 class RelayForwarder {

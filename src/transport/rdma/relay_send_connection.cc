@@ -31,7 +31,7 @@ RelaySendConnection::RelaySendConnection(std::shared_ptr<Endpoint> endpoint,
     staging_rkey_[q] = relay.qps[q].ring_rkey;
   set_nonblocking(control_.get(), true);
   for (Request& r : pool_) r.hdr.owner = this;
-  for (auto& qp : ep_->qps()) qp->device()->watch_qp(qp->qp()->qp_num, failure_);
+  for (auto& qp : ep_->qps()) qp->watch(failure_);
   // Our QPs are in RTS: the relay may now write credits (it needs nothing else from us).
   std::string why;
   if (!send_ready_byte(control_.get(), &why)) failure_->fail(ncclRemoteError, why);
@@ -116,18 +116,17 @@ void RelaySendConnection::poll() {
 }
 
 void RelaySendConnection::pump() {
-  // The relay's NIC writes the number of chunks it has freed; a value that goes backwards or
-  // beyond what we posted is a protocol violation, never trusted as a credit.
+  // The relay's NIC writes the number of chunks it has freed. A value beyond what we posted is a
+  // protocol violation, never trusted as a credit; a lower one than already seen is stale (a
+  // NIC that re-executed a duplicated WRITE, or a non-inline credit read late) and ignored.
   const uint64_t credit = le64toh(
       __atomic_load_n(reinterpret_cast<const uint64_t*>(ep_->cts_memory()), __ATOMIC_ACQUIRE));
-  if (credit < credit_seen_ || credit > chunks_posted_) {
+  if (!accept_credit(credit, chunks_posted_, &credit_seen_)) {
     failure_->fail(ncclRemoteError,
-                   "the relay " + route_ + " returned credit " + std::to_string(credit) +
-                       " after " + std::to_string(credit_seen_) + " with " +
+                   "the relay " + route_ + " returned credit " + std::to_string(credit) + " with " +
                        std::to_string(chunks_posted_) + " chunks posted (protocol violation)");
     return;
   }
-  credit_seen_ = credit;
   auto& qps = ep_->qps();
   while (post_seq_ != next_seq_) {
     Request& r = *by_seq_[post_seq_ % by_seq_.size()];
@@ -146,7 +145,7 @@ void RelaySendConnection::pump() {
       ibv_send_wr* bad = nullptr;
       wr.wr_id = static_cast<uint64_t>(&r - pool_.data());
       wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      wr.imm_data = htonl(chunk_imm(static_cast<uint32_t>(length), last));
+      wr.imm_data = htonl(chunk_imm(static_cast<uint32_t>(length), last, c));
       wr.send_flags = IBV_SEND_SIGNALED;
       // Inline copies with the CPU at post time: host memory only, never GPU memory.
       if (length > 0 && length <= qps[q]->max_inline() && r.mem != nullptr && !r.mem->gpu)

@@ -15,7 +15,8 @@
 //        [27] u8 reserved (0)   [28] u32 local IPv4 address of this QP's cable
 //        [32] u32 peer IPv4 address on that cable   [36] u32 ring rkey (sender; 0 from receiver)
 //    Both sides check every field; the listener maps "peer IPv4 address" to its own RDMA port.
-//    Version 2 added the traffic class and the ready byte (4.), so version 1 peers are refused.
+//    Version 2 added the traffic class and the ready byte (4.), so version 1 peers are refused;
+//    version 3 added the chunk tag of a relay hop's immediate (5.).
 //
 // 2. Clear-to-send ring: NCCL_NET_MAX_REQUESTS entries of kCtsEntrySize bytes in the sender's
 //    registered memory. For every posted receive the receiver RDMA-WRITEs (inline) one entry
@@ -45,8 +46,11 @@
 //    of 4096 in [kMinRelaySlotBytes, kMaxRelaySlotBytes]). The connector cuts every message
 //    into chunks of at most S bytes (one chunk for an empty message); chunk c (counted over the
 //    connection's life) goes with one WRITE_WITH_IMM on QP c % nqps into slot c % K, and only
-//    once c < credit + K. Its immediate: bit 31 = last chunk of its message, bits 0..30 = the
-//    chunk's length. The relay forwards chunks in order to the destination with the ordinary
+//    once c < credit + K. Its immediate: bit 31 = last chunk of its message, bits 25..30 = the
+//    chunk's number c mod 64 (its tag), bits 0..24 = the chunk's length (S <= 2^24). The relay
+//    checks every chunk's tag against the number it counts for that QP, so a duplicated or lost
+//    completion (a provider fault) fails the connection instead of shifting the stream. The
+//    relay forwards chunks in order to the destination with the ordinary
 //    protocol (2., 3.; plain RDMA WRITEs from the slot, then one zero-length WRITE_WITH_IMM
 //    per QP carrying the message size) and advances the credit word with an RDMA WRITE once a
 //    slot's onward write completed. No CPU touches the payload on the relay host.
@@ -60,7 +64,7 @@
 namespace mesh::rdma {
 
 inline constexpr uint32_t kSetupMagic = 0x4D535244;  // "MSRD"
-inline constexpr uint8_t kSetupVersion = 2;
+inline constexpr uint8_t kSetupVersion = 3;
 inline constexpr uint8_t kSetupFlagTrafficClass = 0x01;
 inline constexpr uint8_t kSetupFlagRelay = 0x02;
 inline constexpr size_t kRelayTrailerSize = 8;
@@ -68,6 +72,10 @@ inline constexpr uint32_t kMaxRelaySlots = 64;
 inline constexpr uint32_t kMinRelaySlotBytes = 4096;
 inline constexpr uint32_t kMaxRelaySlotBytes = 16u << 20;
 inline constexpr uint32_t kChunkLastFlag = 0x80000000u;
+inline constexpr uint32_t kChunkTagShift = 25;
+inline constexpr uint32_t kChunkTagMask = 0x3Fu;  // chunk number mod 64
+inline constexpr uint32_t kChunkLengthMask = (1u << kChunkTagShift) - 1;
+static_assert(kMaxRelaySlotBytes <= kChunkLengthMask, "a slot's length must fit the immediate");
 inline constexpr size_t kMaxQps = 8;
 inline constexpr size_t kSetupHeaderSize = 16;
 inline constexpr size_t kQpEntrySize = 40;
@@ -129,9 +137,32 @@ struct Slice {
 // are where the sender's bytes land in the receiver's buffer; keep it as it is.
 Slice split(size_t size, size_t nqps, size_t q);
 
-// A relay-hop chunk's immediate (5.): its length (< 2^31) and whether it ends its message.
-inline uint32_t chunk_imm(uint32_t length, bool last) {
-  return (length & ~kChunkLastFlag) | (last ? kChunkLastFlag : 0);
+// A relay-hop chunk's immediate (5.): its length (<= kMaxRelaySlotBytes), its number's tag and
+// whether it ends its message.
+inline uint32_t chunk_imm(uint32_t length, bool last, uint64_t chunk) {
+  return (length & kChunkLengthMask) |
+         (static_cast<uint32_t>(chunk & kChunkTagMask) << kChunkTagShift) |
+         (last ? kChunkLastFlag : 0);
+}
+struct ChunkImm {
+  uint32_t length = 0;
+  uint32_t tag = 0;
+  bool last = false;
+};
+inline ChunkImm decode_chunk_imm(uint32_t imm) {
+  return {imm & kChunkLengthMask, (imm >> kChunkTagShift) & kChunkTagMask,
+          (imm & kChunkLastFlag) != 0};
+}
+inline uint32_t chunk_tag(uint64_t chunk) {
+  return static_cast<uint32_t>(chunk & kChunkTagMask);
+}
+
+// The connector's view of the relay's credit word (5.): false for a count beyond the chunks it
+// posted (a protocol violation); a count below the one seen is stale and leaves *seen as is.
+inline bool accept_credit(uint64_t credit, uint64_t posted, uint64_t* seen) {
+  if (credit > posted) return false;
+  if (credit > *seen) *seen = credit;
+  return true;
 }
 
 }  // namespace mesh::rdma

@@ -52,6 +52,10 @@
 #      LANE_RELAY_FILTER     --gtest_filter of relay-line3's first pass (default $RELAY_FILTER)
 #      LANE_RELAY_MANY       1: relay-line3 also runs 16 relayed connections at once (default 1
 #                      for an RDMA relay, 0 for a TCP relay: see RELAY_MANY)
+#      LANE_RELAY_IB_TIMEOUT NCCL_MESH_IB_TIMEOUT of relay-line3's processes (default: the
+#                      plugin's, 20; 14 is the retransmission stress of issue 26)
+#      LANE_RELAY_DRAIN_MS   relay host B's NCCL_MESH_RELAY_RDMA_DRAIN_MS, also told to the suite
+#                      (MESH_CONFORMANCE_RELAY_DRAIN_MS; default 20000)
 # Exit status: 0 when every step passed.
 set -u
 cd /guest
@@ -76,6 +80,14 @@ record() { # name rc seconds [detail]
 }
 tx_bytes() { cat "/sys/class/net/$1/statistics/tx_bytes" 2>/dev/null || echo 0; }
 rxe_sent() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/sent_pkts" 2>/dev/null || echo 0; }
+# rxe_counters DEV: every hw counter of an rxe device as "name=value" words, one line
+rxe_counters() { local f; for f in /sys/class/infiniband/$1/ports/1/hw_counters/*; do
+  [ -f "$f" ] && printf '%s=%s ' "${f##*/}" "$(cat "$f" 2>/dev/null)"; done; echo; }
+# rxe_delta BEFORE AFTER: the counters that changed between two rxe_counters lines
+rxe_delta() { awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); for (i = 1; i <= n; i++) {
+    split(x[i], kv, "="); old[kv[1]] = kv[2] }
+  n = split(b, y, " "); for (i = 1; i <= n; i++) { split(y[i], kv, "=");
+    d = kv[2] - old[kv[1]]; if (d != 0) printf "%s+%d ", kv[1], d } }'; }
 # to_bytes 1M -> 1048576 (K, M, G suffixes, binary)
 to_bytes() { awk -v s="$1" 'BEGIN{n=s+0; u=toupper(substr(s,length(s)));
   if(u=="K")n*=1024; else if(u=="M")n*=1048576; else if(u=="G")n*=1073741824; printf "%d", n}'; }
@@ -283,7 +295,7 @@ want() {
 # spuriously (rxe duplicate_request in the thousands per run, 0 at 20), after which rxe's
 # retransmission path broke relayed runs ("remote invalid request"; docs/measurements.md).
 RELAY_GATE='Plugin/ConnectionTest.HandleExchangeInEachDirection/v12'
-RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*'
+RELAY_FILTER='Plugin/TransferTest.*/v12:Plugin/TransferTest.AllSizesArriveIntactInBothDirections/*:Plugin/CloseAfterSendTest.*'
 # 16 connections at once, in a process of its own after the others: over TCP relay its 80 sockets
 # all come from B's one address, above the handshake service's 64-per-source pending cap. The
 # rate-limited summary WARN of that (up to 10 s later) failed the next test's clean-run check;
@@ -385,8 +397,19 @@ relay_line3() {
   fi
   record "$name-subnets" 0 0.0 "A $na, C $nc: no common subnet"
   # 2. B: the relay host
-  MESH_CONFORMANCE_PEER_IFNAME=$b1,$b2 NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=$mode \
-    MESH_CONF_VERBOSE=1 ./mesh_conformance_peer --hold "$PLUGIN" 1800 > "$blog" 2>&1 &
+  # LANE_RELAY_IB_TIMEOUT: the RDMA ACK timeout of all three processes (the stress of issue 26:
+  # 14 makes the loaded VM retransmit; chunk tags then tell a duplicated completion apart)
+  local ibt=()
+  [ -n "${LANE_RELAY_IB_TIMEOUT:-}" ] && ibt=(NCCL_MESH_IB_TIMEOUT=$LANE_RELAY_IB_TIMEOUT)
+  # B's RDMA drain timeout (delivery after the connector's close), short so that the suite's
+  # CloseAfterSendTest can show a receiver posting later than it fails instead of hanging
+  local drain=${LANE_RELAY_DRAIN_MS:-20000}
+  local rxe_b1=$SOFTROCE_LINE_AB_B_DEV rxe_b2=$SOFTROCE_LINE_BC_A_DEV rxe_before1 rxe_before2
+  rxe_before1=$(rxe_counters "$rxe_b1"); rxe_before2=$(rxe_counters "$rxe_b2")
+  env "${ibt[@]}" NCCL_MESH_RELAY_RDMA_DRAIN_MS=$drain \
+    MESH_CONFORMANCE_PEER_IFNAME=$b1,$b2 NCCL_MESH_RELAY_SCOPE=process \
+    NCCL_MESH_TRANSPORT=$mode MESH_CONF_VERBOSE=1 ./mesh_conformance_peer --hold "$PLUGIN" 1800 \
+    > "$blog" 2>&1 &
   bpid=$!
   wires=("$a" "$b1" "$b2" "$c")
   for w in "${wires[@]}"; do before+=("$(tx_bytes "$w")"); done
@@ -394,7 +417,8 @@ relay_line3() {
   # starts one: 2.5 s to settle, beacons every 0.5 s), stretched for TCG
   relay_suite() { # log filter [env...]
     local out=$1 filter=$2; shift 2
-    env "$@" MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
+    env "${ibt[@]}" "$@" MESH_CONFORMANCE_RELAY_DRAIN_MS=$drain \
+      MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
       MESH_CONFORMANCE_IFNAME=$a MESH_CONFORMANCE_PEER_IFNAME=$c MESH_CONF_VERBOSE=1 \
       MESH_CONF_TIME_SCALE=$SCALE MESH_CONFORMANCE_EXPECT_TRANSPORT=$rt NCCL_MESH_TRANSPORT=$mode \
       NCCL_MESH_RELAY_SCOPE=process \
@@ -495,6 +519,12 @@ relay_line3() {
   grep -E 'relay' "$blog" | grep -E ' NCCL INFO ' | head -5 | sed 's/^/    [B relay] /'
   [ $balive = 0 ] && [ $brc = 0 ]
   record "$name-B" $? 0.0 "relay host B alive until the end: $([ $balive = 0 ] && echo yes || echo NO), exit status $brc"
+  # B's rxe counters over the step (forwarded packets; retransmissions and duplicates under
+  # LANE_RELAY_IB_TIMEOUT), and any chunk tag mismatch a relay host reported
+  echo "    [B rxe] $rxe_b1 (cable to A): $(rxe_delta "$rxe_before1" "$(rxe_counters "$rxe_b1")")"
+  echo "    [B rxe] $rxe_b2 (cable to C): $(rxe_delta "$rxe_before2" "$(rxe_counters "$rxe_b2")")"
+  grep -h 'chunk tag mismatch' "$blog" "$log"* 2>/dev/null | head -5 | sed 's/^/    [tag mismatch] /'
+  echo "    [B] chunk tag mismatches reported: $(cat "$blog" "$log"* 2>/dev/null | grep -c 'chunk tag mismatch')"
 }
 
 if [ "${LANE_SANITIZER:-}" = address ]; then
