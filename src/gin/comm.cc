@@ -48,6 +48,8 @@ ncclResult_t Comm::connect(void* const* handles, Listen* listen) {
   int identified = 0;
   const size_t max_accepted = 4 * static_cast<size_t>(nranks_) + 16;  // bounds stray connections
   std::string failure;
+  // This rank's own memory is a target too (messages built and applied in place, engine.cc).
+  peers_[static_cast<size_t>(rank_)]->send_staging.assign(kSlots * kSlotSize, 0);
   auto release_accepted = [&](Accepted& a) {
     if (a.mr != nullptr) plugin_.dereg_mr(a.comm, a.mr);
     if (a.comm != nullptr) plugin_.close_connection(a.comm, ObjectTag::kRecv);
@@ -353,6 +355,10 @@ ncclResult_t Comm::put(int context, void* src, uint64_t src_off, size_t size, vo
     op.signal_op = signal->op;
     op.signal_value = signal->op == kSignalInc ? 1 : signal->value;
   }
+  if (p->bye_received.load(std::memory_order_acquire)) {
+    MESH_WARN("GIN %s to rank %u: that rank has closed its GIN comm", what, rank);
+    return ncclRemoteError;
+  }
   Request* r = new_request(Request::Kind::kPut, rank);
   if (r == nullptr) return ncclInternalError;
   if (p->failed.load(std::memory_order_acquire)) r->state.store(2, std::memory_order_release);
@@ -385,6 +391,10 @@ ncclResult_t Comm::get(int context, void* remote, uint64_t remote_off, size_t si
               rank, size, static_cast<unsigned long>(remote_off),
               static_cast<unsigned long>(local_off));
     return ncclInvalidArgument;
+  }
+  if (p->bye_received.load(std::memory_order_acquire)) {
+    MESH_WARN("GIN iget from rank %u: that rank has closed its GIN comm", rank);
+    return ncclRemoteError;
   }
   Request* r = new_request(Request::Kind::kGet, rank);
   if (r == nullptr) return ncclInternalError;
@@ -485,6 +495,27 @@ void Comm::fail_peer(uint32_t rank, const std::string& why) {
 void Comm::close() {
   if (closed_) return;
   closed_ = true;
+  if (thread_.joinable()) {
+    closing_.store(true, std::memory_order_release);
+    const int64_t deadline =
+        monotonic_ms() + std::min<int64_t>(settings().connect_timeout_ms, 10000);
+    for (;;) {
+      bool all = true;
+      for (int j = 0; j < nranks_; ++j) {
+        const Peer& p = *peers_[static_cast<size_t>(j)];
+        if (j == rank_ || p.failed.load(std::memory_order_acquire)) continue;
+        all &= p.bye_sent.load(std::memory_order_acquire) &&
+               p.bye_received.load(std::memory_order_acquire);
+      }
+      if (all) break;
+      if (monotonic_ms() > deadline) {
+        MESH_INFO(NCCL_NET, "GIN closeColl (rank %d): not every rank closed within %ld ms",
+                  rank_, static_cast<long>(std::min<int64_t>(settings().connect_timeout_ms, 10000)));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
   stop_.store(true, std::memory_order_release);
   if (thread_.joinable()) thread_.join();
   for (auto& pp : peers_) {

@@ -98,7 +98,8 @@ class Comm {
   bool has_error() const { return error_.load(std::memory_order_acquire); }
   int nranks() const { return nranks_; }
   int rank() const { return rank_; }
-  // Stops the engine and closes every net comm (never blocks on a peer).
+  // Sends kBye after everything queued, waits a bounded time for every peer's kBye (NCCL closes
+  // collectively), then stops the engine and closes every net comm.
   void close();
 
  private:
@@ -135,6 +136,7 @@ class Comm {
     size_t bytes = 0;       // message size; 0 = slot free
     bool posted = false;    // false: built, isend to retry
     Request* completes = nullptr;
+    bool bye = false;
   };
   struct Peer {
     void* send_comm = nullptr;
@@ -169,6 +171,11 @@ class Comm {
     std::atomic<uint64_t> puts_done{0};
     std::atomic<uint64_t> gets_done{0};
     std::atomic<bool> failed{false};
+    // Closing (kBye): ours is in flight / sent; the peer's arrived (its stream has ended: no
+    // receive is posted or tested on it again, so its close is not an error).
+    bool bye_queued = false;
+    std::atomic<bool> bye_sent{false};
+    std::atomic<bool> bye_received{false};
   };
 
   Peer* peer_for(uint32_t rank, const char* what);
@@ -206,6 +213,7 @@ class Comm {
   // Engine thread only: the totals of never-reset GPU signals, by (registration, offset).
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> signal_shadow_;
   std::atomic<bool> error_{false};
+  std::atomic<bool> closing_{false};  // close(): say kBye on every stream after the queue
   std::atomic<bool> stop_{false};
   std::thread thread_;
   bool closed_ = false;

@@ -41,6 +41,7 @@ bool Comm::progress_peer(uint32_t rank) {
 
 bool Comm::progress_receives(uint32_t rank, Peer& p) {
   bool moved = false;
+  if (p.bye_received.load(std::memory_order_acquire)) return false;
   // Post receives into every free slot, in ring order, so completions come back in stream order.
   while (p.recv_posted < kSlots) {
     const size_t slot = (p.recv_head + p.recv_posted) % kSlots;
@@ -93,6 +94,7 @@ bool Comm::progress_receives(uint32_t rank, Peer& p) {
     p.recv_head = (p.recv_head + 1) % kSlots;
     --p.recv_posted;
     moved = true;
+    if (p.bye_received.load(std::memory_order_acquire)) break;  // the other slots stay posted
   }
   return moved;
 }
@@ -118,6 +120,7 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
       p.puts_done.fetch_add(1, std::memory_order_acq_rel);
       s.completes->state.store(1, std::memory_order_release);
     }
+    if (s.bye) p.bye_sent.store(true, std::memory_order_release);
     s = SendSlot{};
     p.send_head = (p.send_head + 1) % kSlots;
     --p.send_count;
@@ -149,10 +152,18 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
       op = &p.current;
     } else {
       std::lock_guard<std::mutex> lock(mu_);
-      if (p.queue.empty()) break;
-      p.current = std::move(p.queue.front());
-      p.queue.pop_front();
-      p.has_current = true;
+      if (p.queue.empty()) {
+        // Closing and nothing left to send: the stream's last message.
+        if (!closing_.load(std::memory_order_acquire) || p.bye_queued) break;
+        p.bye_queued = true;
+        p.current = Op{};
+        p.current.kind = Kind::kBye;
+        p.has_current = true;
+      } else {
+        p.current = std::move(p.queue.front());
+        p.queue.pop_front();
+        p.has_current = true;
+      }
       op = &p.current;
     }
     const size_t slot = (p.send_head + p.send_count) % kSlots;
@@ -163,6 +174,7 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
     SendSlot& s = p.send[slot];
     s.bytes = bytes;
     s.completes = last && op->kind == Kind::kPut ? op->request : nullptr;
+    s.bye = op->kind == Kind::kBye;
     ++p.send_count;
     if (last) p.has_current = false;
     moved = true;
@@ -189,7 +201,10 @@ bool Comm::build_message(uint32_t rank, Peer& p, Op& op, uint8_t* slot, size_t* 
   h.context = op.kind == Kind::kGetReply ? 0 : op.context;
   h.seq = p.send_seq++;
   uint64_t chunk = 0;
-  if (op.kind == Kind::kGetRequest) {
+  if (op.kind == Kind::kBye) {
+    h.flags = kFlagLast;
+    *last = true;
+  } else if (op.kind == Kind::kGetRequest) {
     h.reg = op.dst_reg;
     h.offset = op.dst_off;
     h.length = op.size;
@@ -306,6 +321,8 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
     reply.size = h.length;
     reply.get_id = h.get_id;
     p.replies.push_back(std::move(reply));
+  } else if (h.kind == Kind::kBye) {
+    p.bye_received.store(true, std::memory_order_release);
   } else {  // get reply
     std::lock_guard<std::mutex> lock(mu_);
     auto it = p.gets.find(h.get_id);

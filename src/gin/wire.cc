@@ -36,7 +36,7 @@ bool decode_header(const uint8_t* in, size_t message_size, Header* out, std::str
   if (get_u32(in) != kMagic) return fail(why, "bad magic");
   Header h;
   const uint8_t kind = in[4];
-  if (kind < 1 || kind > 3) return fail(why, "unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 4) return fail(why, "unknown kind " + std::to_string(kind));
   h.kind = static_cast<Kind>(kind);
   h.flags = in[5];
   h.context = get_u16(in + 6);
@@ -77,6 +77,11 @@ bool decode_header(const uint8_t* in, size_t message_size, Header* out, std::str
         return fail(why, "a get request with payload or not marked last");
       if (h.length == 0 || h.length > kMaxOpBytes)
         return fail(why, "get of " + std::to_string(h.length) + " bytes");
+      break;
+    case Kind::kBye:
+      if (payload != 0 || h.flags != kFlagLast || h.context != 0 || h.reg != 0 || h.offset != 0 ||
+          h.length != 0 || h.get_id != 0)
+        return fail(why, "a bye with fields set");
       break;
     case Kind::kGetReply:
       if (h.reg != 0 || h.context != 0) return fail(why, "a get reply with a registration");

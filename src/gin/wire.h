@@ -19,6 +19,7 @@
 //   [48] u32 signal_op (kSignalInc=1, kSignalAdd=2; 0 without kSignal)
 //   [52] u32 get_id: kGetRequest/kGetReply: the requester's id of the get, else 0
 //   [56] u64 seq: messages of one direction of one peer pair, from 0, +1 per message
+// A kBye carries only magic, kind, kLast and seq (every other field zero).
 #pragma once
 
 #include <cstddef>
@@ -34,7 +35,8 @@ inline constexpr size_t kSlotSize = kHeaderSize + kMaxChunk;
 inline constexpr uint32_t kMaxContexts = 64;  // contexts one comm accepts (NCCL uses <= 4 x 4)
 inline constexpr uint64_t kMaxOpBytes = 1ULL << 30;  // NCCL's MAX_GIN_SIZE
 
-enum class Kind : uint8_t { kPut = 1, kGetRequest = 2, kGetReply = 3 };
+// kBye: the sender's comm is closing; nothing follows it on this stream (header only).
+enum class Kind : uint8_t { kPut = 1, kGetRequest = 2, kGetReply = 3, kBye = 4 };
 inline constexpr uint8_t kFlagLast = 1;
 inline constexpr uint8_t kFlagSignal = 2;
 inline constexpr uint32_t kSignalInc = 1;  // NCCL_GIN_SIGNAL_OP_INC
