@@ -2,8 +2,9 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
+
+#include "util/settings.h"
 
 namespace mesh::gin {
 
@@ -30,9 +31,9 @@ CudaDriver& CudaDriver::instance() {
 }
 
 CudaDriver::CudaDriver() {
-  // NCCL_MESH_GIN_CUDA_LIBRARY: another driver library (tests load a host-memory stand-in).
-  const char* lib = std::getenv("NCCL_MESH_GIN_CUDA_LIBRARY");
-  available_ = load(lib != nullptr && *lib != '\0' ? lib : "libcuda.so.1");
+  // NCCL_MESH_TEST_GIN_CUDA_LIBRARY: another driver (the GIN suite loads a host-memory stand-in).
+  const std::string& lib = settings().test_gin_cuda_library;
+  available_ = load(lib.empty() ? "libcuda.so.1" : lib.c_str());
 }
 
 bool CudaDriver::load(const char* library) {
