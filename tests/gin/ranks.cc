@@ -1,5 +1,7 @@
 #include "ranks.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -31,6 +33,23 @@ int time_scale() {
 #endif
   return 1;
 #endif
+}
+
+std::string rank_namespace(int rank) {
+  const char* list = std::getenv("MESH_GIN_NETNS");
+  if (list == nullptr || *list == '\0') return "";
+  std::vector<std::string> names;
+  std::string cur;
+  for (const char* p = list;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      if (!cur.empty()) names.push_back(cur);
+      cur.clear();
+      if (*p == '\0') break;
+    } else {
+      cur += *p;
+    }
+  }
+  return names.empty() ? "" : names[static_cast<size_t>(rank) % names.size()];
 }
 
 bool RankEnv::barrier(int timeout_ms) {
@@ -75,11 +94,23 @@ std::string run_ranks(int nranks, int timeout_s, const std::function<bool(RankEn
   for (int r = 0; r < nranks; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
-      setenv("NCCL_MESH_IFNAME", "lo", 1);
-      setenv("NCCL_MESH_RELAY", "0", 1);  // one host: nothing to relay
+      RankEnv env(shared, r, nranks);
+      // MESH_GIN_NETNS=ns0,ns1,...: rank r runs in namespace r (mod the list), a host of a
+      // namespace mesh (netns.sh); its cables are MESH_GIN_IFNAME and relaying stays on.
+      const std::string netns = rank_namespace(r);
+      if (!netns.empty()) {
+        const int fd = open(("/var/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+          env.fail("cannot enter network namespace " + netns);
+          _exit(1);
+        }
+        close(fd);
+      }
+      const char* ifname = std::getenv("MESH_GIN_IFNAME");
+      setenv("NCCL_MESH_IFNAME", ifname != nullptr && *ifname != '\0' ? ifname : "lo", 1);
+      if (netns.empty()) setenv("NCCL_MESH_RELAY", "0", 1);  // one host: nothing to relay
       if (std::getenv("NCCL_MESH_CONNECT_TIMEOUT_MS") == nullptr)
         setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", std::to_string(5000 * time_scale()).c_str(), 1);
-      RankEnv env(shared, r, nranks);
       bool ok = false;
       try {
         ok = body(env);
