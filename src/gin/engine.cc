@@ -13,18 +13,21 @@
 namespace mesh::gin {
 
 void Comm::engine() {
-  // Idle passes back off from a yield to 200 us so an idle comm does not burn a core (hosts run
-  // 8 ranks), while a busy one never sleeps.
-  int idle = 0;
+  // A comm that moved anything in the last millisecond stays hot (yield only): a message in
+  // flight completes over several passes, and a sleep between them would cap the rate. After
+  // that it backs off to 50 us sleeps, and after 100 ms of nothing to 200 us, so an idle comm
+  // does not burn a core (hosts run 8 ranks).
+  int64_t last_move = monotonic_ns();
   while (!stop_.load(std::memory_order_acquire)) {
     bool moved = false;
     for (uint32_t j = 0; j < static_cast<uint32_t>(nranks_); ++j) moved |= progress_peer(j);
+    const int64_t now = monotonic_ns();
     if (moved) {
-      idle = 0;
-    } else if (++idle < 64) {
+      last_move = now;
+    } else if (now - last_move < 1000000) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(idle < 256 ? 20 : 200));
+      std::this_thread::sleep_for(std::chrono::microseconds(now - last_move < 100000000 ? 50 : 200));
     }
   }
 }
