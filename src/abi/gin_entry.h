@@ -35,14 +35,15 @@ inline ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm)
   return guard("GIN listen", [&] { return gin::listen(ctx, dev, handle, listen_comm); });
 }
 // `ctx` is not used: NCCL 2.28.9 passes its own net context here, not init()'s.
-inline ncclResult_t connect(void* /*ctx*/, void* handles[], int nranks, int rank,
-                            void* listen_comm, void** coll_comm) {
+inline ncclResult_t connect(void* /*ctx*/, void* handles[], int nranks, int rank, void* listen_comm,
+                            void** coll_comm) {
   return guard("GIN connect",
                [&] { return gin::connect(handles, nranks, rank, listen_comm, coll_comm); });
 }
 inline ncclResult_t reg_mr_sym(void* comm, void* data, size_t size, int type, uint64_t flags,
                                void** mhandle) {
-  return guard("GIN regMrSym", [&] { return gin::reg_mr_sym(comm, data, size, type, flags, mhandle); });
+  return guard("GIN regMrSym",
+               [&] { return gin::reg_mr_sym(comm, data, size, type, flags, mhandle); });
 }
 // With a ginHandle: NCCL ships the handle's pointer value to the GPU and hands it back to the
 // data path, so the mhandle itself serves.
@@ -98,26 +99,23 @@ inline ncclResult_t iput(void* target, int context, uint64_t src_off, void* src,
     return gin::iput(target, context, src_off, src, size, dst_off, dst, rank, request);
   });
 }
-inline ncclResult_t iput_signal(void* target, int context, uint64_t src_off, void* src,
-                                size_t size, uint64_t dst_off, void* dst, uint32_t rank,
-                                uint64_t signal_off, void* signal, uint64_t value, uint32_t op,
-                                void** request) {
+inline ncclResult_t iput_signal(void* target, int context, uint64_t src_off, void* src, size_t size,
+                                uint64_t dst_off, void* dst, uint32_t rank, uint64_t signal_off,
+                                void* signal, uint64_t value, uint32_t op, void** request) {
   return guard("GIN iputSignal", [&] {
     return gin::iput_signal(target, context, src_off, src, size, dst_off, dst, rank, signal_off,
                             signal, value, op, request);
   });
 }
-inline ncclResult_t iget(void* target, int context, uint64_t remote_off, void* remote,
-                         size_t size, uint64_t local_off, void* local, uint32_t rank,
-                         void** request) {
+inline ncclResult_t iget(void* target, int context, uint64_t remote_off, void* remote, size_t size,
+                         uint64_t local_off, void* local, uint32_t rank, void** request) {
   return guard("GIN iget", [&] {
     return gin::iget(target, context, remote_off, remote, size, local_off, local, rank, request);
   });
 }
 inline ncclResult_t iflush(void* target, int context, void* mhandle, uint32_t rank,
                            void** request) {
-  return guard("GIN iflush",
-               [&] { return gin::iflush(target, context, mhandle, rank, request); });
+  return guard("GIN iflush", [&] { return gin::iflush(target, context, mhandle, rank, request); });
 }
 
 }  // namespace mesh::abi::gin_abi

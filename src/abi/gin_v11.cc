@@ -15,11 +15,11 @@ ncclResult_t iput_v11(void* comm, uint64_t src_off, void* src, size_t size, uint
                       void* dst, uint32_t rank, void** request) {
   return iput(comm, 0, src_off, src, size, dst_off, dst, rank, request);
 }
-ncclResult_t iput_signal_v11(void* comm, uint64_t src_off, void* src, size_t size,
-                             uint64_t dst_off, void* dst, uint32_t rank, uint64_t signal_off,
-                             void* signal, uint64_t value, uint32_t op, void** request) {
-  return iput_signal(comm, 0, src_off, src, size, dst_off, dst, rank, signal_off, signal, value,
-                     op, request);
+ncclResult_t iput_signal_v11(void* comm, uint64_t src_off, void* src, size_t size, uint64_t dst_off,
+                             void* dst, uint32_t rank, uint64_t signal_off, void* signal,
+                             uint64_t value, uint32_t op, void** request) {
+  return iput_signal(comm, 0, src_off, src, size, dst_off, dst, rank, signal_off, signal, value, op,
+                     request);
 }
 
 }  // namespace

@@ -62,7 +62,8 @@ ncclResult_t Comm::connect(void* const* handles, Listen* listen) {
       if (j == rank_) continue;
       Peer& p = *peers_[static_cast<size_t>(j)];
       if (p.send_comm == nullptr) {
-        const ncclResult_t rc = plugin_.connect(instance_->net, listen->dev, handles[j], &p.send_comm);
+        const ncclResult_t rc =
+            plugin_.connect(instance_->net, listen->dev, handles[j], &p.send_comm);
         if (rc != ncclSuccess) {
           failure = "connecting to rank " + std::to_string(j) + " failed (see the WARN above)";
           break;
@@ -70,16 +71,16 @@ ncclResult_t Comm::connect(void* const* handles, Listen* listen) {
         if (p.send_comm == nullptr) continue;
         moved = true;
         p.send_staging.assign(kSlots * kSlotSize, 0);
-        if (plugin_.reg_mr(p.send_comm, p.send_staging.data(), p.send_staging.size(),
-                           NCCL_PTR_HOST, &p.send_mr) != ncclSuccess) {
+        if (plugin_.reg_mr(p.send_comm, p.send_staging.data(), p.send_staging.size(), NCCL_PTR_HOST,
+                           &p.send_mr) != ncclSuccess) {
           failure = "registering the staging buffer for rank " + std::to_string(j) + " failed";
           break;
         }
       }
       if (!p.greeted && p.greet_request == nullptr) {
-        encode_greeting({static_cast<uint32_t>(rank_), static_cast<uint32_t>(nranks_),
-                         instance_->comm_id},
-                        p.send_staging.data());
+        encode_greeting(
+            {static_cast<uint32_t>(rank_), static_cast<uint32_t>(nranks_), instance_->comm_id},
+            p.send_staging.data());
         if (plugin_.isend(p.send_comm, p.send_staging.data(), kGreetingSize, 0, p.send_mr,
                           &p.greet_request) != ncclSuccess) {
           failure = "greeting rank " + std::to_string(j) + " failed";
@@ -155,13 +156,13 @@ ncclResult_t Comm::connect(void* const* handles, Listen* listen) {
       std::string why;
       bool ok = decode_greeting(a.buf.data(), static_cast<size_t>(size), &g, &why);
       if (ok && (g.nranks != static_cast<uint32_t>(nranks_) || g.comm_id != instance_->comm_id))
-        ok = false, why = "greeting from another communicator (" + std::to_string(g.nranks) +
-                          " ranks)";
-      if (ok && (g.rank >= static_cast<uint32_t>(nranks_) || g.rank == static_cast<uint32_t>(rank_) ||
-                 peers_[g.rank]->recv_comm != nullptr))
-        ok = false, why = "greeting names rank " + std::to_string(g.rank) +
-                          (g.rank < static_cast<uint32_t>(nranks_) ? " twice or ourselves"
-                                                                   : ", out of range");
+        ok = false,
+        why = "greeting from another communicator (" + std::to_string(g.nranks) + " ranks)";
+      if (ok && (g.rank >= static_cast<uint32_t>(nranks_) ||
+                 g.rank == static_cast<uint32_t>(rank_) || peers_[g.rank]->recv_comm != nullptr))
+        ok = false,
+        why = "greeting names rank " + std::to_string(g.rank) +
+              (g.rank < static_cast<uint32_t>(nranks_) ? " twice or ourselves" : ", out of range");
       if (!ok) {
         MESH_WARN("GIN connect (rank %d of %d): refused a connection: %s", rank_, nranks_,
                   why.c_str());
@@ -237,8 +238,8 @@ ncclResult_t Comm::register_region(void* data, size_t size, int type, uint64_t f
     if (other->base == r->base && other->size == r->size && other->type == r->type) ++duplicates;
   r->id = next_region_id_++;
   if (duplicates > 0) {
-    MESH_INFO(NCCL_NET, "GIN regMrSym: %p (%zu bytes) registered %zu times now (id %u)", data,
-              size, duplicates + 1, r->id);
+    MESH_INFO(NCCL_NET, "GIN regMrSym: %p (%zu bytes) registered %zu times now (id %u)", data, size,
+              duplicates + 1, r->id);
   }
   regions_[r->id] = r;
   by_handle_[r.get()] = r;
@@ -331,10 +332,11 @@ ncclResult_t Comm::put(int context, void* src, uint64_t src_off, size_t size, vo
       return ncclInvalidArgument;
     }
     if (!fits(src_off, size, op.src->size) || !fits(dst_off, size, d->size)) {
-      MESH_WARN("GIN %s to rank %u: %zu bytes at source offset %lu / destination offset %lu "
-                "overrun the registrations (%zu / %zu bytes)",
-                what, rank, size, static_cast<unsigned long>(src_off),
-                static_cast<unsigned long>(dst_off), op.src->size, d->size);
+      MESH_WARN(
+          "GIN %s to rank %u: %zu bytes at source offset %lu / destination offset %lu "
+          "overrun the registrations (%zu / %zu bytes)",
+          what, rank, size, static_cast<unsigned long>(src_off),
+          static_cast<unsigned long>(dst_off), op.src->size, d->size);
       return ncclInvalidArgument;
     }
     op.src_off = src_off;
@@ -344,10 +346,11 @@ ncclResult_t Comm::put(int context, void* src, uint64_t src_off, size_t size, vo
   if (signal != nullptr) {
     std::shared_ptr<Region> s = find_region(signal->region);
     if (!s || signal->offset % 8 != 0 || !fits(signal->offset, 8, s->size)) {
-      MESH_WARN("GIN iputSignal to rank %u: signal %p + %lu is not an aligned 8-byte word of a "
-                "registration of this comm",
-                rank, static_cast<const void*>(signal->region),
-                static_cast<unsigned long>(signal->offset));
+      MESH_WARN(
+          "GIN iputSignal to rank %u: signal %p + %lu is not an aligned 8-byte word of a "
+          "registration of this comm",
+          rank, static_cast<const void*>(signal->region),
+          static_cast<unsigned long>(signal->offset));
       return ncclInvalidArgument;
     }
     op.signal_reg = s->id;
@@ -386,10 +389,10 @@ ncclResult_t Comm::get(int context, void* remote, uint64_t remote_off, size_t si
   std::shared_ptr<Region> rem = find_region(remote);
   std::shared_ptr<Region> loc = find_region(local);
   if (!rem || !loc || !fits(remote_off, size, rem->size) || !fits(local_off, size, loc->size)) {
-    MESH_WARN("GIN iget from rank %u: %zu bytes at remote offset %lu into local offset %lu: a "
-              "handle is not a registration of this comm or the range overruns it",
-              rank, size, static_cast<unsigned long>(remote_off),
-              static_cast<unsigned long>(local_off));
+    MESH_WARN(
+        "GIN iget from rank %u: %zu bytes at remote offset %lu into local offset %lu: a "
+        "handle is not a registration of this comm or the range overruns it",
+        rank, size, static_cast<unsigned long>(remote_off), static_cast<unsigned long>(local_off));
     return ncclInvalidArgument;
   }
   if (p->bye_received.load(std::memory_order_acquire)) {
@@ -476,9 +479,10 @@ void Comm::fail_peer(uint32_t rank, const std::string& why) {
   Peer& p = *peers_[rank];
   if (p.failed.exchange(true, std::memory_order_acq_rel)) return;
   error_.store(true, std::memory_order_release);
-  MESH_WARN("GIN (rank %d): the stream with rank %u failed: %s; every operation with that rank "
-            "now fails (queryLastError reports it)",
-            rank_, rank, why.c_str());
+  MESH_WARN(
+      "GIN (rank %d): the stream with rank %u failed: %s; every operation with that rank "
+      "now fails (queryLastError reports it)",
+      rank_, rank, why.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   for (Op& op : p.queue)
     if (op.request != nullptr) op.request->state.store(2, std::memory_order_release);
@@ -509,8 +513,8 @@ void Comm::close() {
       }
       if (all) break;
       if (monotonic_ms() > deadline) {
-        MESH_INFO(NCCL_NET, "GIN closeColl (rank %d): not every rank closed within %ld ms",
-                  rank_, static_cast<long>(std::min<int64_t>(settings().connect_timeout_ms, 10000)));
+        MESH_INFO(NCCL_NET, "GIN closeColl (rank %d): not every rank closed within %ld ms", rank_,
+                  static_cast<long>(std::min<int64_t>(settings().connect_timeout_ms, 10000)));
         break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));

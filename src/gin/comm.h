@@ -133,8 +133,8 @@ class Comm {
   };
   struct SendSlot {
     void* net_request = nullptr;
-    size_t bytes = 0;       // message size; 0 = slot free
-    bool posted = false;    // false: built, isend to retry
+    size_t bytes = 0;     // message size; 0 = slot free
+    bool posted = false;  // false: built, isend to retry
     Request* completes = nullptr;
     bool bye = false;
   };
@@ -179,7 +179,7 @@ class Comm {
   };
 
   Peer* peer_for(uint32_t rank, const char* what);
-  Request* new_request(Request::Kind kind, uint32_t peer);  // caller holds mu_
+  Request* new_request(Request::Kind kind, uint32_t peer);   // caller holds mu_
   std::shared_ptr<Region> find_region(const void* mhandle);  // caller holds mu_
   // Engine thread only: one WARN, every pending operation with that rank fails.
   void fail_peer(uint32_t rank, const std::string& why);
@@ -206,7 +206,7 @@ class Comm {
 
   mutable std::mutex mu_;
   uint32_t next_region_id_ = 1;
-  std::map<uint32_t, std::shared_ptr<Region>> regions_;            // live, by id
+  std::map<uint32_t, std::shared_ptr<Region>> regions_;  // live, by id
   std::unordered_map<const void*, std::shared_ptr<Region>> by_handle_;
   std::unordered_set<Request*> requests_;
 

@@ -64,8 +64,9 @@ int pointer_support() {
   CudaDriver& cuda = CudaDriver::instance();
   std::call_once(once, [&] {
     if (cuda.available()) {
-      MESH_INFO(NCCL_INIT | NCCL_NET, "GIN: host and CUDA memory (GPU memory is copied through "
-                                      "the CUDA driver on the GIN engine thread)");
+      MESH_INFO(NCCL_INIT | NCCL_NET,
+                "GIN: host and CUDA memory (GPU memory is copied through "
+                "the CUDA driver on the GIN engine thread)");
     } else {
       MESH_INFO(NCCL_INIT | NCCL_NET, "GIN: host memory only: %s", cuda.why().c_str());
     }
@@ -232,8 +233,7 @@ ncclResult_t iput(void* target, int context, uint64_t src_off, void* src, size_t
 
 ncclResult_t iput_signal(void* target, int context, uint64_t src_off, void* src, size_t size,
                          uint64_t dst_off, void* dst, uint32_t rank, uint64_t signal_off,
-                         void* signal, uint64_t signal_value, uint32_t signal_op,
-                         void** request) {
+                         void* signal, uint64_t signal_value, uint32_t signal_op, void** request) {
   *request = nullptr;
   Comm* c = target_of(target, context, "iputSignal");
   if (c == nullptr) return ncclInvalidArgument;
@@ -253,8 +253,7 @@ ncclResult_t iget(void* target, int context, uint64_t remote_off, void* remote, 
   return c->get(context, remote, remote_off, size, local, local_off, rank, request);
 }
 
-ncclResult_t iflush(void* target, int context, void* /*mhandle*/, uint32_t rank,
-                    void** request) {
+ncclResult_t iflush(void* target, int context, void* /*mhandle*/, uint32_t rank, void** request) {
   *request = nullptr;
   Comm* c = target_of(target, context, "iflush");
   if (c == nullptr) return ncclInvalidArgument;

@@ -10,8 +10,8 @@ namespace mesh::gin {
 
 namespace {
 // CUDA driver API values (cuda.h), as facts: pointer attributes and the memory type.
-constexpr int kAttrMemoryType = 2;     // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr int kAttrDeviceOrdinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+constexpr int kAttrMemoryType = 2;         // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kAttrDeviceOrdinal = 9;      // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr unsigned kMemoryTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
 
 template <typename F>
@@ -47,8 +47,8 @@ bool CudaDriver::load(const char* library) {
       !find(lib_, "cuDeviceGet", &device_get_) ||
       !find(lib_, "cuDevicePrimaryCtxRetain", &primary_retain_) ||
       !find(lib_, "cuDevicePrimaryCtxRelease_v2", &primary_release_) ||
-      !find(lib_, "cuCtxSetCurrent", &ctx_set_current_) ||
-      !find(lib_, "cuMemcpyHtoD_v2", &htod_) || !find(lib_, "cuMemcpyDtoH_v2", &dtoh_)) {
+      !find(lib_, "cuCtxSetCurrent", &ctx_set_current_) || !find(lib_, "cuMemcpyHtoD_v2", &htod_) ||
+      !find(lib_, "cuMemcpyDtoH_v2", &dtoh_)) {
     why_ = std::string(library) + " lacks a driver function GIN needs";
     return false;
   }
@@ -60,8 +60,7 @@ bool CudaDriver::load(const char* library) {
   return true;
 }
 
-bool CudaDriver::context_of(const void* ptr, void** context, int* device_out,
-                            std::string* why) {
+bool CudaDriver::context_of(const void* ptr, void** context, int* device_out, std::string* why) {
   if (!available_) {
     *why = why_;
     return false;

@@ -27,7 +27,8 @@ void Comm::engine() {
     } else if (now - last_move < 1000000) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(now - last_move < 100000000 ? 50 : 200));
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(now - last_move < 100000000 ? 50 : 200));
     }
   }
 }
@@ -77,8 +78,8 @@ bool Comm::progress_receives(uint32_t rank, Peer& p) {
       p.recv_size[slot] = static_cast<size_t>(size);
     }
     std::string why;
-    const int rc = apply_message(rank, p, p.recv_staging.data() + slot * kSlotSize,
-                                 p.recv_size[slot], &why);
+    const int rc =
+        apply_message(rank, p, p.recv_staging.data() + slot * kSlotSize, p.recv_size[slot], &why);
     if (rc < 0) {
       fail_peer(rank, why);
       return true;
@@ -87,8 +88,9 @@ bool Comm::progress_receives(uint32_t rank, Peer& p) {
       const int64_t now = monotonic_ms();
       if (p.stalled_since_ms < 0) p.stalled_since_ms = now;
       if (now - p.stalled_since_ms > settings().connect_timeout_ms) {
-        fail_peer(rank, why + " for NCCL_MESH_CONNECT_TIMEOUT_MS (regMrSym not called "
-                              "collectively in the same order on every rank?)");
+        fail_peer(rank, why +
+                            " for NCCL_MESH_CONNECT_TIMEOUT_MS (regMrSym not called "
+                            "collectively in the same order on every rank?)");
         return true;
       }
       break;
@@ -134,8 +136,8 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
     SendSlot& s = p.send[(p.send_head + i) % kSlots];
     if (s.posted) continue;
     const size_t slot = (p.send_head + i) % kSlots;
-    if (plugin_.isend(p.send_comm, p.send_staging.data() + slot * kSlotSize, s.bytes, 0,
-                      p.send_mr, &s.net_request) != ncclSuccess) {
+    if (plugin_.isend(p.send_comm, p.send_staging.data() + slot * kSlotSize, s.bytes, 0, p.send_mr,
+                      &s.net_request) != ncclSuccess) {
       fail_peer(rank, "sending failed (see the WARN above)");
       return true;
     }
@@ -197,8 +199,7 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
   return moved;
 }
 
-bool Comm::build_message(uint32_t rank, Peer& p, Op& op, uint8_t* slot, size_t* bytes,
-                         bool* last) {
+bool Comm::build_message(uint32_t rank, Peer& p, Op& op, uint8_t* slot, size_t* bytes, bool* last) {
   Header h;
   h.kind = op.kind;
   h.context = op.kind == Kind::kGetReply ? 0 : op.context;
@@ -288,8 +289,8 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
       if (rc <= 0) return rc;
       if (h.length > dst->size || h.offset > dst->size - h.length) {
         *why = "put of " + std::to_string(h.length) + " bytes at offset " +
-               std::to_string(h.offset) + " overruns registration " + std::to_string(h.reg) +
-               " (" + std::to_string(dst->size) + " bytes)";
+               std::to_string(h.offset) + " overruns registration " + std::to_string(h.reg) + " (" +
+               std::to_string(dst->size) + " bytes)";
         return -1;
       }
     }
@@ -309,8 +310,8 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
     const int rc = lookup(h.reg, &src);
     if (rc <= 0) return rc;
     if (h.length > src->size || h.offset > src->size - h.length) {
-      *why = "get of " + std::to_string(h.length) + " bytes at offset " +
-             std::to_string(h.offset) + " overruns registration " + std::to_string(h.reg);
+      *why = "get of " + std::to_string(h.length) + " bytes at offset " + std::to_string(h.offset) +
+             " overruns registration " + std::to_string(h.reg);
       return -1;
     }
     if (p.replies.size() >= kMaxReplies) {
@@ -342,7 +343,8 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
              std::to_string(g.size);
       return -1;
     }
-    if (h.length > 0 && !copy_in(*g.local, g.local_off + h.offset, msg + kHeaderSize, h.length, why))
+    if (h.length > 0 &&
+        !copy_in(*g.local, g.local_off + h.offset, msg + kHeaderSize, h.length, why))
       return -1;
     g.received += h.length;
     if (last) {
@@ -355,8 +357,7 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
   return 1;
 }
 
-bool Comm::copy_in(const Region& r, uint64_t off, const uint8_t* from, size_t n,
-                   std::string* why) {
+bool Comm::copy_in(const Region& r, uint64_t off, const uint8_t* from, size_t n, std::string* why) {
   if (r.type == NCCL_PTR_CUDA)
     return CudaDriver::instance().to_device(r.cuda_context, r.base + off, from, n, why);
   std::memcpy(r.base + off, from, n);

@@ -32,7 +32,8 @@ bool fail(std::string* why, const std::string& text) {
 
 bool decode_header(const uint8_t* in, size_t message_size, Header* out, std::string* why) {
   if (message_size < kHeaderSize)
-    return fail(why, "message of " + std::to_string(message_size) + " bytes, shorter than a header");
+    return fail(why,
+                "message of " + std::to_string(message_size) + " bytes, shorter than a header");
   if (get_u32(in) != kMagic) return fail(why, "bad magic");
   Header h;
   const uint8_t kind = in[4];
@@ -50,7 +51,8 @@ bool decode_header(const uint8_t* in, size_t message_size, Header* out, std::str
   h.get_id = get_u32(in + 52);
   h.seq = get_u64(in + 56);
   if ((h.flags & ~(kFlagLast | kFlagSignal)) != 0) return fail(why, "unknown flags");
-  if (h.context >= kMaxContexts) return fail(why, "context " + std::to_string(h.context) + " out of range");
+  if (h.context >= kMaxContexts)
+    return fail(why, "context " + std::to_string(h.context) + " out of range");
   const size_t payload = message_size - kHeaderSize;
   const bool signal = (h.flags & kFlagSignal) != 0;
   if (signal) {
@@ -61,8 +63,7 @@ bool decode_header(const uint8_t* in, size_t message_size, Header* out, std::str
     if (h.signal_op == kSignalInc && h.signal_value != 1)
       return fail(why, "an increment signal whose value is not 1");
     if (h.signal_offset % 8 != 0) return fail(why, "signal offset not 8-aligned");
-  } else if (h.signal_reg != 0 || h.signal_offset != 0 || h.signal_value != 0 ||
-             h.signal_op != 0) {
+  } else if (h.signal_reg != 0 || h.signal_offset != 0 || h.signal_value != 0 || h.signal_op != 0) {
     return fail(why, "signal fields set without a signal");
   }
   switch (h.kind) {

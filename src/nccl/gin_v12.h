@@ -18,9 +18,8 @@ typedef struct {
                                 void** ginCtx, ncclNetDeviceHandle_v11_t** devHandle);
   ncclResult_t (*regMrSym)(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
                            void** mhandle, void** ginHandle);
-  ncclResult_t (*regMrSymDmaBuf)(void* collComm, void* data, size_t size, int type,
-                                 uint64_t offset, int fd, uint64_t mrFlags, void** mhandle,
-                                 void** ginHandle);
+  ncclResult_t (*regMrSymDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                                 int fd, uint64_t mrFlags, void** mhandle, void** ginHandle);
   ncclResult_t (*deregMrSym)(void* collComm, void* mhandle);
   ncclResult_t (*destroyContext)(void* ginCtx);
   ncclResult_t (*closeColl)(void* collComm);

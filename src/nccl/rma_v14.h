@@ -16,7 +16,7 @@ typedef ncclRmaConfig_v14_t ncclRmaConfig_v15_t;
 
 #define NCCL_MESH_RMA_TABLE_HEAD(Config)                                                        \
   const char* name;                                                                             \
-  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction);            \
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction);             \
   ncclResult_t (*devices)(int* ndev);                                                           \
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);                       \
   ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);                  \
@@ -25,7 +25,7 @@ typedef ncclRmaConfig_v14_t ncclRmaConfig_v15_t;
   ncclResult_t (*createContext)(void* collComm, Config* config, void** rmaCtx);                 \
   ncclResult_t (*regMrSym)(void* collComm, void* data, size_t size, int type, uint64_t mrFlags, \
                            void** mhandle);                                                     \
-  ncclResult_t (*regMrSymDmaBuf)(void* collComm, void* data, size_t size, int type,            \
+  ncclResult_t (*regMrSymDmaBuf)(void* collComm, void* data, size_t size, int type,             \
                                  uint64_t offset, int fd, uint64_t mrFlags, void** mhandle);    \
   ncclResult_t (*deregMrSym)(void* collComm, void* mhandle);                                    \
   ncclResult_t (*destroyContext)(void* rmaCtx);                                                 \

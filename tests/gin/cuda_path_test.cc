@@ -24,9 +24,10 @@ struct Counts {
 Counts counts() {
   Counts c;
   void* lib = dlopen(MESH_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
-  auto* fn = lib != nullptr ? reinterpret_cast<void (*)(long*, long*, long*, long*)>(
-                                  dlsym(lib, "fake_cuda_counts"))
-                            : nullptr;
+  auto* fn =
+      lib != nullptr
+          ? reinterpret_cast<void (*)(long*, long*, long*, long*)>(dlsym(lib, "fake_cuda_counts"))
+          : nullptr;
   if (fn != nullptr) fn(&c.htod, &c.dtoh, &c.retained, &c.errors);
   return c;
 }
@@ -77,13 +78,15 @@ TEST_P(CudaPathTest, GpuMemoryOnlyThroughTheDriver) {
                   &never_mh))
       return false;
     const Counts before = counts();
-    if (before.retained != 4) return env.fail("4 CUDA registrations retained " +
-                                              std::to_string(before.retained) + " contexts");
+    if (before.retained != 4)
+      return env.fail("4 CUDA registrations retained " + std::to_string(before.retained) +
+                      " contexts");
     if (!env.barrier()) return false;
     void* r = nullptr;
     for (void* sig : {reset_mh, never_mh}) {
       if (!g.ok(g.api.iput_signal(g.target, 0, 0, src_mh, kSize, 0, dst_mh, peer, 0, sig, 5,
-                                  NCCL_GIN_SIGNAL_OP_ADD, true, &r), "iputSignal") ||
+                                  NCCL_GIN_SIGNAL_OP_ADD, true, &r),
+                "iputSignal") ||
           !done(g, r))
         return false;
     }
@@ -100,7 +103,8 @@ TEST_P(CudaPathTest, GpuMemoryOnlyThroughTheDriver) {
     if (!env.barrier()) return false;
     for (void* sig : {reset_mh, never_mh}) {
       if (!g.ok(g.api.iput_signal(g.target, 0, 0, nullptr, 0, 0, nullptr, peer, 0, sig, 2,
-                                  NCCL_GIN_SIGNAL_OP_ADD, true, &r), "signal only") ||
+                                  NCCL_GIN_SIGNAL_OP_ADD, true, &r),
+                "signal only") ||
           !done(g, r))
         return false;
     }
@@ -140,7 +144,8 @@ TEST_P(CudaPathTest, HostMemoryOnlyWithoutADriver) {
     int type = 0, ptr = 0;
     std::string name;
     if (!g.ok(g.api.properties(0, &type, &ptr, &name), "getProperties")) return false;
-    if (ptr != NCCL_PTR_HOST) return env.fail("ptrSupport " + std::to_string(ptr) + " without a driver");
+    if (ptr != NCCL_PTR_HOST)
+      return env.fail("ptrSupport " + std::to_string(ptr) + " without a driver");
     uint64_t word = 0;
     void* mh = nullptr;
     if (g.api.reg(g.comm, &word, 8, NCCL_PTR_CUDA, 0, &mh) == ncclSuccess)

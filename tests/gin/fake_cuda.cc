@@ -19,7 +19,8 @@ constexpr int kInvalidValue = 1, kInvalidContext = 201;
 // An aligned 8-byte copy is one atomic access, as a GPU sees a signal word; the suite's waits
 // read such words with acquire loads (and TSan sees the same ordering a GPU would give).
 void copy(void* dst, const void* src, size_t n) {
-  if (n == 8 && reinterpret_cast<uintptr_t>(dst) % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 8 == 0) {
+  if (n == 8 && reinterpret_cast<uintptr_t>(dst) % 8 == 0 &&
+      reinterpret_cast<uintptr_t>(src) % 8 == 0) {
     __atomic_store_n(static_cast<uint64_t*>(dst),
                      __atomic_load_n(static_cast<const uint64_t*>(src), __ATOMIC_ACQUIRE),
                      __ATOMIC_RELEASE);
@@ -30,7 +31,9 @@ void copy(void* dst, const void* src, size_t n) {
 }  // namespace
 
 extern "C" {
-__attribute__((visibility("default"))) int cuInit(unsigned) { return 0; }
+__attribute__((visibility("default"))) int cuInit(unsigned) {
+  return 0;
+}
 __attribute__((visibility("default"))) int cuPointerGetAttribute(void* out, int attr,
                                                                  unsigned long long) {
   if (attr == kMemoryType) {

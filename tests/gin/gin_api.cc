@@ -6,12 +6,18 @@ namespace gintest {
 
 const char* GinApi::symbol() const {
   switch (version_) {
-    case 11: return "ncclGinPlugin_v11";
-    case 12: return "ncclGinPlugin_v12";
-    case 13: return "ncclGinPlugin_v13";
-    case 14: return "ncclRmaPlugin_v14";
-    case 15: return "ncclRmaPlugin_v15";
-    default: return "?";
+    case 11:
+      return "ncclGinPlugin_v11";
+    case 12:
+      return "ncclGinPlugin_v12";
+    case 13:
+      return "ncclGinPlugin_v13";
+    case 14:
+      return "ncclRmaPlugin_v14";
+    case 15:
+      return "ncclRmaPlugin_v15";
+    default:
+      return "?";
   }
 }
 
@@ -36,11 +42,11 @@ bool GinApi::open(const std::string& library, int version, std::string* why) {
 }
 
 // Calls `member` on whichever table is open: every version has it with the same arguments.
-#define GIN_ALL(member, ...)                                  \
-  (v11_ ? v11_->member(__VA_ARGS__)                           \
-   : v12_ ? v12_->member(__VA_ARGS__)                         \
-   : v13_ ? v13_->member(__VA_ARGS__)                         \
-   : v14_ ? v14_->member(__VA_ARGS__)                         \
+#define GIN_ALL(member, ...)          \
+  (v11_   ? v11_->member(__VA_ARGS__) \
+   : v12_ ? v12_->member(__VA_ARGS__) \
+   : v13_ ? v13_->member(__VA_ARGS__) \
+   : v14_ ? v14_->member(__VA_ARGS__) \
           : v15_->member(__VA_ARGS__))
 
 ncclResult_t GinApi::init(void** ctx, uint64_t comm_id) {
@@ -59,7 +65,7 @@ ncclResult_t GinApi::properties(int dev, int* device_type, int* ptr_support, std
     *name = p.name != nullptr ? p.name : "";
   } else {
     ncclNetProperties_v12_t p{};
-    rc = v13_ ? v13_->getProperties(dev, &p)
+    rc = v13_   ? v13_->getProperties(dev, &p)
          : v14_ ? v14_->getProperties(dev, &p)
                 : v15_->getProperties(dev, &p);
     *device_type = p.netDeviceType;
@@ -103,15 +109,18 @@ ncclResult_t GinApi::release_target(void* comm, void* target) {
   if (target == comm) return ncclSuccess;
   return GIN_ALL(destroyContext, target);
 }
-ncclResult_t GinApi::reg(void* comm, void* data, size_t size, int type, uint64_t flags,
-                         void** mh) {
+ncclResult_t GinApi::reg(void* comm, void* data, size_t size, int type, uint64_t flags, void** mh) {
   void* gin_handle = nullptr;
   ncclResult_t rc;
-  if (v11_) rc = v11_->regMrSym(comm, data, size, type, flags, mh, &gin_handle);
-  else if (v12_) rc = v12_->regMrSym(comm, data, size, type, flags, mh, &gin_handle);
-  else if (v13_) rc = v13_->regMrSym(comm, data, size, type, flags, mh, &gin_handle);
-  else return v14_ ? v14_->regMrSym(comm, data, size, type, flags, mh)
-                   : v15_->regMrSym(comm, data, size, type, flags, mh);
+  if (v11_)
+    rc = v11_->regMrSym(comm, data, size, type, flags, mh, &gin_handle);
+  else if (v12_)
+    rc = v12_->regMrSym(comm, data, size, type, flags, mh, &gin_handle);
+  else if (v13_)
+    rc = v13_->regMrSym(comm, data, size, type, flags, mh, &gin_handle);
+  else
+    return v14_ ? v14_->regMrSym(comm, data, size, type, flags, mh)
+                : v15_->regMrSym(comm, data, size, type, flags, mh);
   // NCCL's proxy uses the ginHandle on the data path: it must be the same object.
   if (rc == ncclSuccess && gin_handle != *mh) return ncclInternalError;
   return rc;
@@ -151,13 +160,15 @@ ncclResult_t GinApi::iput_signal(void* target, int context, uint64_t src_off, vo
   return v15_->iputSignal(target, context, src_off, src, size, dst_off, dst, rank, signal_off,
                           signal, value, op, strong, 1u, request);
 }
-ncclResult_t GinApi::iget(void* target, int context, uint64_t remote_off, void* remote,
-                          size_t size, uint64_t local_off, void* local, uint32_t rank,
-                          void** request) {
-  if (v13_) return v13_->iget(target, context, remote_off, remote, size, local_off, local, rank, request);
-  if (v14_) return v14_->iget(target, context, remote_off, remote, size, local_off, local, rank, request);
+ncclResult_t GinApi::iget(void* target, int context, uint64_t remote_off, void* remote, size_t size,
+                          uint64_t local_off, void* local, uint32_t rank, void** request) {
+  if (v13_)
+    return v13_->iget(target, context, remote_off, remote, size, local_off, local, rank, request);
+  if (v14_)
+    return v14_->iget(target, context, remote_off, remote, size, local_off, local, rank, request);
   if (v15_)
-    return v15_->iget(target, context, remote_off, remote, size, local_off, local, rank, 0u, request);
+    return v15_->iget(target, context, remote_off, remote, size, local_off, local, rank, 0u,
+                      request);
   return ncclInvalidUsage;
 }
 ncclResult_t GinApi::iflush(void* target, int context, void* mh, uint32_t rank, void** request) {

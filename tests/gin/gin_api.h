@@ -40,8 +40,7 @@ class GinApi {
                     uint64_t dst_off, void* dst, uint32_t rank, void** request);
   ncclResult_t iput_signal(void* target, int context, uint64_t src_off, void* src, size_t size,
                            uint64_t dst_off, void* dst, uint32_t rank, uint64_t signal_off,
-                           void* signal, uint64_t value, uint32_t op, bool strong,
-                           void** request);
+                           void* signal, uint64_t value, uint32_t op, bool strong, void** request);
   ncclResult_t iget(void* target, int context, uint64_t remote_off, void* remote, size_t size,
                     uint64_t local_off, void* local, uint32_t rank, void** request);
   ncclResult_t iflush(void* target, int context, void* mh, uint32_t rank, void** request);

@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       std::memcpy(&a.sin_port, env.shared().blob[1], sizeof(a.sin_port));
       fd = socket(AF_INET, SOCK_STREAM, 0);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return env.fail("tcp connect");
+      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
+        return env.fail("tcp connect");
     }
     if (fd < 0) return env.fail("tcp socket");
     const int one = 1;

@@ -50,15 +50,23 @@ TEST_P(HostileTest, BadArgumentsFailAndTheCommSurvives) {
         must_fail(g, a.iput(t, 0, 0, src_mh, (1ULL << 31), 0, buf_mh, peer, &r), "iput 2 GiB") &&
         must_fail(g, a.iput(t, 0, 0, src_mh, 16, 0, buf_mh, 2, &r), "iput rank out of range") &&
         must_fail(g, a.iput(t, 0, 0, src_mh, 16, 0, buf_mh, 0xffffffffu, &r), "iput rank -1") &&
-        must_fail(g, a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 0, sig_mh, 1, 3, true, &r),
+        must_fail(g,
+                  a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 0, sig_mh, 1, 3, true, &r),
                   "unknown signal op") &&
-        must_fail(g, a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 4, sig_mh, 1,
-                                   NCCL_GIN_SIGNAL_OP_INC, true, &r), "unaligned signal") &&
-        must_fail(g, a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 32, sig_mh, 1,
-                                   NCCL_GIN_SIGNAL_OP_INC, true, &r), "signal past the end") &&
-        must_fail(g, a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 0, foreign, 1,
-                                   NCCL_GIN_SIGNAL_OP_INC, true, &r), "foreign signal handle") &&
-        must_fail(g, a.test(g.comm, foreign, reinterpret_cast<int*>(junk)), "test foreign request") &&
+        must_fail(g,
+                  a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 4, sig_mh, 1,
+                                NCCL_GIN_SIGNAL_OP_INC, true, &r),
+                  "unaligned signal") &&
+        must_fail(g,
+                  a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 32, sig_mh, 1,
+                                NCCL_GIN_SIGNAL_OP_INC, true, &r),
+                  "signal past the end") &&
+        must_fail(g,
+                  a.iput_signal(t, 0, 0, nullptr, 0, 0, nullptr, peer, 0, foreign, 1,
+                                NCCL_GIN_SIGNAL_OP_INC, true, &r),
+                  "foreign signal handle") &&
+        must_fail(g, a.test(g.comm, foreign, reinterpret_cast<int*>(junk)),
+                  "test foreign request") &&
         must_fail(g, a.test(foreign, foreign, reinterpret_cast<int*>(junk)), "test foreign comm") &&
         must_fail(g, a.reg(g.comm, buf.data(), 16, 7, 0, &r), "regMrSym unknown type") &&
         must_fail(g, a.reg(g.comm, nullptr, 100, NCCL_PTR_HOST, 0, &r), "regMrSym NULL") &&
@@ -83,7 +91,8 @@ TEST_P(HostileTest, BadArgumentsFailAndTheCommSurvives) {
     // A completed request tested again is refused.
     void* req = nullptr;
     if (!g.ok(a.iput_signal(t, 0, 0, src_mh, 16, 0, buf_mh, peer, 0, sig_mh, 1,
-                            NCCL_GIN_SIGNAL_OP_INC, true, &req), "iputSignal"))
+                            NCCL_GIN_SIGNAL_OP_INC, true, &req),
+              "iputSignal"))
       return false;
     int done = 0;
     while (!done)
@@ -92,7 +101,8 @@ TEST_P(HostileTest, BadArgumentsFailAndTheCommSurvives) {
     // The comm still works and has no error.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (load_signal(&sig[0]) < 1)
-      if (std::chrono::steady_clock::now() > deadline) return env.fail("no signal after the bad calls");
+      if (std::chrono::steady_clock::now() > deadline)
+        return env.fail("no signal after the bad calls");
     bool has_error = true;
     if (!g.ok(a.query_last_error(t, &has_error), "queryLastError")) return false;
     if (has_error) return env.fail("bad arguments left an error on the comm");
@@ -138,8 +148,8 @@ TEST_P(HostileTest, PropertiesSayGinProxy) {
     void* mh = nullptr;
     void* req = nullptr;
     if (api.reg(comm, &sig, 8, NCCL_PTR_HOST, 0, &mh) != ncclSuccess ||
-        api.iput_signal(target, 0, 0, nullptr, 0, 0, nullptr, 0, 0, mh, 3,
-                        NCCL_GIN_SIGNAL_OP_ADD, true, &req) != ncclSuccess)
+        api.iput_signal(target, 0, 0, nullptr, 0, 0, nullptr, 0, 0, mh, 3, NCCL_GIN_SIGNAL_OP_ADD,
+                        true, &req) != ncclSuccess)
       return env.fail("self signal");
     int done = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -184,7 +194,8 @@ TEST_P(HostileTest, ConnectGivesUpOnAnAbsentRankAndRefusesBadGroups) {
     if (api.connect(ctx, handles.data(), 2, 0, listen, &comm) == ncclSuccess)
       return env.fail("connect to a rank that never connects succeeded");
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now() - start).count();
+                        std::chrono::steady_clock::now() - start)
+                        .count();
     if (ms > 1500 + 3000L * time_scale())
       return env.fail("connect took " + std::to_string(ms) + " ms with a 1500 ms timeout");
     if (!env.barrier()) return false;
@@ -204,7 +215,8 @@ TEST_P(HostileTest, PeerDeathFailsRequestsWithoutHanging) {
     if (!g.reg(buf.data(), buf.size(), &mh)) return false;
     if (!env.barrier()) return false;
     if (env.rank() == 1) _exit(0);  // dies without closing anything
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30 * time_scale());
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30 * time_scale());
     bool failed = false;
     while (!failed) {
       void* req = nullptr;
@@ -216,7 +228,8 @@ TEST_P(HostileTest, PeerDeathFailsRequestsWithoutHanging) {
           failed = true;
           break;
         }
-        if (std::chrono::steady_clock::now() > deadline) return env.fail("a request to a dead rank hangs");
+        if (std::chrono::steady_clock::now() > deadline)
+          return env.fail("a request to a dead rank hangs");
       }
     }
     bool has_error = false;

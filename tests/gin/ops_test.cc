@@ -17,7 +17,8 @@ class OpsTest : public ::testing::TestWithParam<int> {};
 
 // Tests `req` until done (or fails the rank after `ms`).
 bool wait_done(GinRank& g, void* req, const std::string& what, int ms = 20000) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms * time_scale());
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(ms * time_scale());
   for (;;) {
     int done = 0;
     if (!g.ok(g.api.test(g.comm, req, &done), "test of " + what)) return false;
@@ -64,21 +65,27 @@ TEST_P(OpsTest, SignalsIncAddSizeZeroWeakAndVa) {
     };
     for (int i = 0; i < 10; ++i) {  // signal only: size 0, NULL source and destination handles
       if (!issue(g.api.iput_signal(g.target, 0, 0, nullptr, 0, 0, nullptr, p, 0, sig_mh, 0,
-                                   NCCL_GIN_SIGNAL_OP_INC, true, &r), "iputSignal INC size 0"))
+                                   NCCL_GIN_SIGNAL_OP_INC, true, &r),
+                 "iputSignal INC size 0"))
         return false;
     }
     if (!issue(g.api.iput_signal(g.target, 0, 0, src_mh, 16, 0, dst_mh, p, 0, sig_mh, 1000,
-                                 NCCL_GIN_SIGNAL_OP_ADD, true, &r), "iputSignal ADD with data") ||
+                                 NCCL_GIN_SIGNAL_OP_ADD, true, &r),
+               "iputSignal ADD with data") ||
         !issue(g.api.iput_signal(g.target, 0, 0, nullptr, 0, 0, nullptr, p, 0, sig_mh, 5,
-                                 NCCL_GIN_SIGNAL_OP_ADD, true, &r), "iputSignal ADD size 0") ||
+                                 NCCL_GIN_SIGNAL_OP_ADD, true, &r),
+               "iputSignal ADD size 0") ||
         // INC adds 1 whatever value comes with it.
         !issue(g.api.iput_signal(g.target, 0, 0, nullptr, 0, 0, nullptr, p, 0, sig_mh, 99,
-                                 NCCL_GIN_SIGNAL_OP_INC, true, &r), "iputSignal INC value 99") ||
+                                 NCCL_GIN_SIGNAL_OP_INC, true, &r),
+               "iputSignal INC value 99") ||
         !issue(g.api.iput_signal(g.target, 0, 16, src_mh, 48, 16, dst_mh, p, 8, sig_mh, 7,
-                                 NCCL_GIN_SIGNAL_OP_ADD, false, &r), "weak iputSignal") ||
+                                 NCCL_GIN_SIGNAL_OP_ADD, false, &r),
+               "weak iputSignal") ||
         // A VA signal: NCCL passes the window's registration and the word's offset in it.
         !issue(g.api.iput_signal(g.target, 0, 0, nullptr, 0, 0, nullptr, p, 24, win_mh, 42,
-                                 NCCL_GIN_SIGNAL_OP_ADD, true, &r), "VA signal"))
+                                 NCCL_GIN_SIGNAL_OP_ADD, true, &r),
+               "VA signal"))
       return false;
     for (size_t i = 0; i < reqs.size(); ++i)
       if (!wait_done(g, reqs[i], "request " + std::to_string(i))) return false;
@@ -92,8 +99,7 @@ TEST_P(OpsTest, SignalsIncAddSizeZeroWeakAndVa) {
     for (int i : {2, 3, 4, 5, 6, 7})
       if (signals[i] != 0) return env.fail("a signal word nobody signalled changed");
     if (!env.barrier()) return false;
-    return g.dereg(sig_mh) && g.dereg(win_mh) && g.dereg(src_mh) && g.dereg(dst_mh) &&
-           g.teardown();
+    return g.dereg(sig_mh) && g.dereg(win_mh) && g.dereg(src_mh) && g.dereg(dst_mh) && g.teardown();
   });
   EXPECT_EQ(errors, "");
 }
@@ -120,7 +126,8 @@ TEST_P(OpsTest, GetAndFlush) {
         void* req = nullptr;
         if (!g.ok(g.api.iget(g.target, k % 2, offs[k], win_mh, sizes[k],
                              static_cast<uint64_t>(t) * kWin + offs[k], local_mh,
-                             static_cast<uint32_t>(t), &req), "iget") ||
+                             static_cast<uint32_t>(t), &req),
+                  "iget") ||
             !wait_done(g, req, "iget"))
           return false;
       }
@@ -135,14 +142,16 @@ TEST_P(OpsTest, GetAndFlush) {
     for (int i = 0; i < 8; ++i) {
       void* req = nullptr;
       if (!g.ok(g.api.iput(g.target, 1, 0, out_mh, out.size(), 0, out_mh,
-                           static_cast<uint32_t>(peer), &req), "iput"))
+                           static_cast<uint32_t>(peer), &req),
+                "iput"))
         return false;
       puts.push_back(req);
     }
     void* get_req = nullptr;
     void* flush = nullptr;
     if (!g.ok(g.api.iget(g.target, 1, 0, win_mh, kWin, 0, local_mh, static_cast<uint32_t>(peer),
-                         &get_req), "iget before flush") ||
+                         &get_req),
+              "iget before flush") ||
         !g.ok(g.api.iflush(g.target, 1, win_mh, static_cast<uint32_t>(peer), &flush), "iflush"))
       return false;
     if (flush != nullptr && !wait_done(g, flush, "iflush")) return false;
@@ -177,12 +186,14 @@ TEST_P(OpsTest, DuplicateRegistrationsAreCounted) {
     if (h1 == h2) return env.fail("two registrations returned one handle");
     void* r = nullptr;
     if (!g.ok(g.api.iput_signal(g.target, 0, 0, src_mh, 4096, 0, h1, peer, 0, sig_mh, 1,
-                                NCCL_GIN_SIGNAL_OP_INC, true, &r), "put through the first") ||
+                                NCCL_GIN_SIGNAL_OP_INC, true, &r),
+              "put through the first") ||
         !wait_done(g, r, "put 1") || !wait_signal(g, &sig[0], 1, "first handle"))
       return false;
     if (!env.barrier() || !g.dereg(h1)) return false;  // collective: both ranks drop the first
     if (!g.ok(g.api.iput_signal(g.target, 0, 4096, src_mh, 4096, 4096, h2, peer, 0, sig_mh, 1,
-                                NCCL_GIN_SIGNAL_OP_INC, true, &r), "put through the second") ||
+                                NCCL_GIN_SIGNAL_OP_INC, true, &r),
+              "put through the second") ||
         !wait_done(g, r, "put 2") || !wait_signal(g, &sig[0], 2, "second handle"))
       return false;
     for (size_t i = 0; i < buf.size(); ++i)
@@ -220,7 +231,8 @@ TEST_P(OpsTest, MoreThan32InFlightToOnePeer) {
     }
     void* r = nullptr;
     if (!g.ok(g.api.iput_signal(g.target, 0, 0, nullptr, 0, 0, nullptr, peer, 0, sig_mh, 1,
-                                NCCL_GIN_SIGNAL_OP_INC, true, &r), "signal"))
+                                NCCL_GIN_SIGNAL_OP_INC, true, &r),
+              "signal"))
       return false;
     reqs.push_back(r);
     for (int i = kOps; i >= 0; --i)  // tested newest first: completion order is the plugin's

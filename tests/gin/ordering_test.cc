@@ -28,16 +28,19 @@ bool ordering_rank(RankEnv& env, int version) {
   std::vector<uint64_t> size(kRounds), off(kRounds);
   uint64_t per = 0;
   for (int r = 0; r < kRounds; ++r) {
-    size[r] = r % 8 == 3 ? 300000 + static_cast<uint64_t>(r) : (static_cast<uint64_t>(r) * 977) % 20000 + 1;
+    size[r] = r % 8 == 3 ? 300000 + static_cast<uint64_t>(r)
+                         : (static_cast<uint64_t>(r) * 977) % 20000 + 1;
     off[r] = per;
     per += size[r];
   }
-  std::vector<uint8_t> src(per * static_cast<uint64_t>(n)), window(per * static_cast<uint64_t>(n), 0);
+  std::vector<uint8_t> src(per * static_cast<uint64_t>(n)),
+      window(per * static_cast<uint64_t>(n), 0);
   std::vector<uint64_t> signals(static_cast<size_t>(n * ctxs), 0);
   for (int t = 0; t < n; ++t)
     for (int r = 0; r < kRounds; ++r)
       for (uint64_t i = 0; i < size[r]; ++i)
-        src[static_cast<uint64_t>(t) * per + off[r] + i] = pattern(me, t, static_cast<uint64_t>(r), i);
+        src[static_cast<uint64_t>(t) * per + off[r] + i] =
+            pattern(me, t, static_cast<uint64_t>(r), i);
   void *src_mh = nullptr, *win_mh = nullptr, *sig_mh = nullptr;
   if (!g.reg(src.data(), src.size(), &src_mh) || !g.reg(window.data(), window.size(), &win_mh) ||
       !g.reg(signals.data(), signals.size() * 8, &sig_mh, NCCL_NET_MR_FLAG_FORCE_SO))
@@ -57,19 +60,28 @@ bool ordering_rank(RankEnv& env, int version) {
       void* target = g.target;
       const uint32_t rank = static_cast<uint32_t>(t);
       if (r % 2 == 0) {
-        proxy.enqueue(t, c, [=](void** req) {
-          return api->iput(target, c, s_off, src_mh, sz, d_off, win_mh, rank, req);
-        }, &completed);
-        proxy.enqueue(t, c, [=](void** req) {
-          return api->iput_signal(target, c, 0, nullptr, 0, 0, nullptr, rank, sig, sig_mh, 1,
-                                  NCCL_GIN_SIGNAL_OP_ADD, true, req);
-        }, &completed);
+        proxy.enqueue(
+            t, c,
+            [=](void** req) {
+              return api->iput(target, c, s_off, src_mh, sz, d_off, win_mh, rank, req);
+            },
+            &completed);
+        proxy.enqueue(
+            t, c,
+            [=](void** req) {
+              return api->iput_signal(target, c, 0, nullptr, 0, 0, nullptr, rank, sig, sig_mh, 1,
+                                      NCCL_GIN_SIGNAL_OP_ADD, true, req);
+            },
+            &completed);
         issued += 2;
       } else {
-        proxy.enqueue(t, c, [=](void** req) {
-          return api->iput_signal(target, c, s_off, src_mh, sz, d_off, win_mh, rank, sig, sig_mh,
-                                  0, NCCL_GIN_SIGNAL_OP_INC, true, req);
-        }, &completed);
+        proxy.enqueue(
+            t, c,
+            [=](void** req) {
+              return api->iput_signal(target, c, s_off, src_mh, sz, d_off, win_mh, rank, sig,
+                                      sig_mh, 0, NCCL_GIN_SIGNAL_OP_INC, true, req);
+            },
+            &completed);
         issued += 1;
       }
     }
@@ -93,13 +105,14 @@ bool ordering_rank(RankEnv& env, int version) {
                           std::to_string(rounds.size()) + " rounds");
         for (; verified[k] < v; ++verified[k]) {
           const int r = rounds[verified[k]];
-          const uint8_t* got = window.data() + static_cast<uint64_t>(s) * per + off[static_cast<size_t>(r)];
+          const uint8_t* got =
+              window.data() + static_cast<uint64_t>(s) * per + off[static_cast<size_t>(r)];
           for (uint64_t i = 0; i < size[static_cast<size_t>(r)]; ++i) {
             if (got[i] != pattern(s, me, static_cast<uint64_t>(r), i))
               return env.fail("signal of rank " + std::to_string(s) + " context " +
-                              std::to_string(c) + " = " + std::to_string(v) + " is visible, but byte " +
-                              std::to_string(i) + " of its round " + std::to_string(r) +
-                              " is not (ordering broken)");
+                              std::to_string(c) + " = " + std::to_string(v) +
+                              " is visible, but byte " + std::to_string(i) + " of its round " +
+                              std::to_string(r) + " is not (ordering broken)");
           }
         }
         all &= verified[k] == rounds.size();

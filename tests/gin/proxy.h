@@ -18,8 +18,13 @@ class Proxy {
  public:
   using Issue = std::function<ncclResult_t(void** request)>;
   Proxy(GinApi& api, void* comm, void* target, int nranks, int contexts, size_t depth)
-      : api_(api), comm_(comm), target_(target), nranks_(nranks), contexts_(contexts),
-        depth_(depth), queues_(static_cast<size_t>(nranks * contexts)) {}
+      : api_(api),
+        comm_(comm),
+        target_(target),
+        nranks_(nranks),
+        contexts_(contexts),
+        depth_(depth),
+        queues_(static_cast<size_t>(nranks * contexts)) {}
 
   // `counter` (may be null) is incremented when the op's request tests done.
   void enqueue(int rank, int context, Issue issue, uint64_t* counter = nullptr) {

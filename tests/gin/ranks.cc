@@ -84,8 +84,8 @@ bool RankEnv::fail(const std::string& why) {
 }
 
 std::string run_ranks(int nranks, int timeout_s, const std::function<bool(RankEnv&)>& body) {
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return "mmap failed";
   auto* shared = new (mem) Shared;
   shared->comm_id = 0x6d65736800000000ULL | static_cast<uint64_t>(getpid());
