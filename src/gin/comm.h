@@ -97,6 +97,7 @@ class Comm {
   Region* region(void* mhandle, const char* what);
   bool has_error() const { return error_.load(std::memory_order_acquire); }
   int nranks() const { return nranks_; }
+  Instance* instance() const { return instance_; }
   int rank() const { return rank_; }
   // Sends kBye after everything queued, waits a bounded time for every peer's kBye (NCCL closes
   // collectively), then stops the engine and closes every net comm.

@@ -44,9 +44,19 @@ Comm* comm_of(void* p, const char* what) {
   return c;
 }
 
+// The comm of a live GinContext whose comm is still open, else null.
+Comm* comm_of_context(GinContext* ctx) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return live().count(ctx->comm) != 0 ? ctx->comm : nullptr;
+}
+
 // A data-path target: a comm (context index as given) or a GinContext (index below its count).
 Comm* target_of(void* p, int context, const char* what) {
   if (GinContext* ctx = as<GinContext>(p, GinTag::kContext)) {
+    if (comm_of_context(ctx) == nullptr) {
+      MESH_WARN("GIN %s: context %p belongs to a closed comm", what, p);
+      return nullptr;
+    }
     if (context < 0 || context >= ctx->contexts) {
       MESH_WARN("GIN %s: context %d out of range (createContext made %d)", what, context,
                 ctx->contexts);
@@ -94,6 +104,23 @@ ncclResult_t finalize(void* ctx) {
     return ncclInvalidArgument;
   }
   remove_live(inst);
+  std::set<Comm*> left;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    left.swap(inst->comms);
+    for (Comm* c : left) live().erase(c);
+  }
+  if (!left.empty()) {
+    // Their net comms belong to the context finalize is about to close: stop the engines first.
+    MESH_WARN(
+        "GIN finalize: %zu collective comm(s) still open (closeColl not called); closing them",
+        left.size());
+    for (Comm* c : left) {
+      c->close();
+      c->tag = GinTag::kDead;
+      delete c;
+    }
+  }
   const ncclResult_t rc = Plugin::instance().finalize(inst->net);
   inst->tag = GinTag::kDead;
   delete inst;
@@ -158,7 +185,11 @@ ncclResult_t connect(void* const* handles, int nranks, int rank, void* listen_co
   auto comm = std::make_unique<Comm>(Plugin::instance(), l->instance, l->dev, nranks, rank);
   const ncclResult_t rc = comm->connect(handles, l);
   if (rc != ncclSuccess) return rc;
-  add_live(comm.get());
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    live().insert(comm.get());
+    l->instance->comms.insert(comm.get());
+  }
   *coll_comm = comm.release();
   return ncclSuccess;
 }
@@ -166,7 +197,11 @@ ncclResult_t connect(void* const* handles, int nranks, int rank, void* listen_co
 ncclResult_t close_coll(void* coll_comm) {
   Comm* c = comm_of(coll_comm, "closeColl");
   if (c == nullptr) return ncclInvalidArgument;
-  remove_live(c);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    live().erase(c);
+    c->instance()->comms.erase(c);
+  }
   c->close();
   c->tag = GinTag::kDead;
   delete c;
@@ -269,7 +304,11 @@ ncclResult_t test(void* coll_comm, void* request, int* done) {
 
 namespace {
 Comm* any_target(void* p, const char* what) {
-  if (GinContext* ctx = as<GinContext>(p, GinTag::kContext)) return ctx->comm;
+  if (GinContext* ctx = as<GinContext>(p, GinTag::kContext)) {
+    Comm* c = comm_of_context(ctx);
+    if (c == nullptr) MESH_WARN("GIN %s: context %p belongs to a closed comm", what, p);
+    return c;
+  }
   return comm_of(p, what);
 }
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 
 namespace mesh {
 class Plugin;
@@ -31,6 +32,7 @@ struct Instance {
   GinTag tag = GinTag::kInstance;
   uint64_t comm_id = 0;
   Context* net = nullptr;
+  std::set<Comm*> comms;  // open collective comms (core.cc's mutex): finalize closes leftovers
 };
 
 // listen(): a net listen comm whose handle NCCL allgathers.

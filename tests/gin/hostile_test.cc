@@ -243,6 +243,42 @@ TEST_P(HostileTest, PeerDeathFailsRequestsWithoutHanging) {
   EXPECT_EQ(errors, "");
 }
 
+TEST_P(HostileTest, CloseOrderMistakesAreSurvived) {
+  const int version = GetParam();
+  const std::string errors = run_ranks(2, 60, [&](RankEnv& env) {
+    GinRank g(env);
+    if (!g.setup(version, 1)) return false;
+    std::vector<uint8_t> buf(4096);
+    void* mh = nullptr;
+    if (!g.reg(buf.data(), buf.size(), &mh) || !env.barrier()) return false;
+    // closeColl before destroyContext: the context must not reach the freed comm.
+    if (!g.ok(g.api.close_coll(g.comm), "closeColl")) return false;
+    void* r = nullptr;
+    if (g.api.iput(g.target, 0, 0, mh, 16, 0, mh, 0, &r) == ncclSuccess)
+      return env.fail("iput on a closed comm's target succeeded");
+    bool has_error = false;
+    if (g.api.query_last_error(g.target, &has_error) == ncclSuccess)
+      return env.fail("queryLastError on a closed comm's target succeeded");
+    if (g.target != g.comm && !g.ok(g.api.release_target(g.comm, g.target), "destroyContext"))
+      return false;
+    // A second comm left open at finalize: finalize closes it (WARN) instead of leaving its
+    // engine on closed connections.
+    uint8_t handle[128] = {};
+    void *listen = nullptr, *comm2 = nullptr;
+    std::vector<void*> handles(2);
+    if (!g.ok(g.api.listen(g.ctx, 0, handle, &listen), "listen") ||
+        !env.allgather_handles(handle, handles.data()) ||
+        !g.ok(g.api.connect(g.ctx, handles.data(), 2, env.rank(), listen, &comm2), "connect") ||
+        !g.ok(g.api.close_listen(listen), "closeListen") || !env.barrier())
+      return false;
+    if (!g.ok(g.api.finalize(g.ctx), "finalize with a comm open")) return false;
+    if (g.api.close_coll(comm2) == ncclSuccess)
+      return env.fail("closeColl of a comm finalize already closed succeeded");
+    return true;
+  });
+  EXPECT_EQ(errors, "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Gin, HostileTest, ::testing::Values(11, 12, 13, 14, 15),
                          [](const auto& p) { return std::string("v") + std::to_string(p.param); });
 
