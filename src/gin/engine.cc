@@ -277,9 +277,11 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
       *out = it->second;
       return 1;
     }
-    *why = "registration " + std::to_string(id) +
-           (id >= next_region_id_ ? " not registered on this rank yet"
-                                  : " no longer registered on this rank (deregistered?)");
+    *why = id == 0
+               ? std::string("a message names no registration (id 0)")
+               : "registration " + std::to_string(id) +
+                     (id >= next_region_id_ ? " not registered on this rank yet"
+                                            : " no longer registered on this rank (deregistered?)");
     return id >= next_region_id_ && id != 0 ? 0 : -1;
   };
   if (h.kind == Kind::kPut) {
