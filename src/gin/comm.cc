@@ -279,6 +279,20 @@ Comm::Peer* Comm::peer_for(uint32_t rank, const char* what) {
   return peers_[rank].get();
 }
 
+bool Comm::peer_usable(Peer& p, uint32_t rank, const char* what) {
+  // NCCL 2.28's proxy learns of an error only from the call that issues an op (it ignores
+  // test()'s result), so a broken or closed stream fails every later call; one WARN per peer.
+  const bool failed = p.failed.load(std::memory_order_acquire);
+  if (!failed && !p.bye_received.load(std::memory_order_acquire)) return true;
+  if (!p.warned_unusable) {
+    p.warned_unusable = true;
+    MESH_WARN("GIN %s with rank %u: %s; this and every later operation with it fails", what, rank,
+              failed ? "the stream with that rank failed earlier (see the WARN above)"
+                     : "that rank has closed its GIN comm");
+  }
+  return false;
+}
+
 Request* Comm::new_request(Request::Kind kind, uint32_t peer) {
   if (requests_.size() >= kMaxRequests) {
     MESH_WARN("GIN: %zu requests in flight on one comm (test() them before issuing more)",
@@ -358,16 +372,12 @@ ncclResult_t Comm::put(int context, void* src, uint64_t src_off, size_t size, vo
     op.signal_op = signal->op;
     op.signal_value = signal->op == kSignalInc ? 1 : signal->value;
   }
-  if (p->bye_received.load(std::memory_order_acquire)) {
-    MESH_WARN("GIN %s to rank %u: that rank has closed its GIN comm", what, rank);
-    return ncclRemoteError;
-  }
+  if (!peer_usable(*p, rank, what)) return ncclRemoteError;
   Request* r = new_request(Request::Kind::kPut, rank);
   if (r == nullptr) return ncclInternalError;
-  if (p->failed.load(std::memory_order_acquire)) r->state.store(2, std::memory_order_release);
   op.request = r;
   ++p->puts_issued;
-  if (!p->failed.load(std::memory_order_acquire)) p->queue.push_back(std::move(op));
+  p->queue.push_back(std::move(op));
   *request = r;
   return ncclSuccess;
 }
@@ -395,18 +405,11 @@ ncclResult_t Comm::get(int context, void* remote, uint64_t remote_off, size_t si
         rank, size, static_cast<unsigned long>(remote_off), static_cast<unsigned long>(local_off));
     return ncclInvalidArgument;
   }
-  if (p->bye_received.load(std::memory_order_acquire)) {
-    MESH_WARN("GIN iget from rank %u: that rank has closed its GIN comm", rank);
-    return ncclRemoteError;
-  }
+  if (!peer_usable(*p, rank, "iget")) return ncclRemoteError;
   Request* r = new_request(Request::Kind::kGet, rank);
   if (r == nullptr) return ncclInternalError;
   ++p->gets_issued;
   *request = r;
-  if (p->failed.load(std::memory_order_acquire)) {
-    r->state.store(2, std::memory_order_release);
-    return ncclSuccess;
-  }
   uint32_t id = p->next_get_id++;
   if (id == 0) id = p->next_get_id++;  // 0 is "no get" on the wire
   GetState g;

@@ -154,6 +154,7 @@ class Comm {
     uint32_t next_get_id = 1;
     uint64_t puts_issued = 0;
     uint64_t gets_issued = 0;
+    bool warned_unusable = false;
     // Engine thread only.
     std::array<SendSlot, kSlots> send{};
     size_t send_head = 0;  // oldest in flight
@@ -180,7 +181,9 @@ class Comm {
   };
 
   Peer* peer_for(uint32_t rank, const char* what);
-  Request* new_request(Request::Kind kind, uint32_t peer);   // caller holds mu_
+  Request* new_request(Request::Kind kind, uint32_t peer);  // caller holds mu_
+  // False (one WARN per peer) once the peer's stream failed or it closed; caller holds mu_.
+  bool peer_usable(Peer& p, uint32_t rank, const char* what);
   std::shared_ptr<Region> find_region(const void* mhandle);  // caller holds mu_
   // Engine thread only: one WARN, every pending operation with that rank fails.
   void fail_peer(uint32_t rank, const std::string& why);
