@@ -294,6 +294,7 @@ bool Comm::peer_usable(Peer& p, uint32_t rank, const char* what) {
 }
 
 Request* Comm::new_request(Request::Kind kind, uint32_t peer) {
+  std::lock_guard<std::mutex> lock(req_mu_);
   if (requests_.size() >= kMaxRequests) {
     MESH_WARN("GIN: %zu requests in flight on one comm (test() them before issuing more)",
               requests_.size());
@@ -449,7 +450,8 @@ ncclResult_t Comm::flush(int context, uint32_t rank, void** request) {
 ncclResult_t Comm::test(void* request, int* done) {
   *done = 0;
   auto* r = static_cast<Request*>(request);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(
+      req_mu_);  // never mu_: a spinning test() must not hold up the engine
   if (requests_.count(r) == 0) {
     MESH_WARN("GIN test: %p is not a request in flight on this comm (tested after done?)", request);
     return ncclInvalidArgument;
@@ -534,11 +536,14 @@ void Comm::close() {
     p.send_mr = p.send_comm = p.recv_mr = p.recv_comm = nullptr;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (Request* r : requests_) {
-    r->tag = GinTag::kDead;
-    delete r;
+  {
+    std::lock_guard<std::mutex> rlock(req_mu_);
+    for (Request* r : requests_) {
+      r->tag = GinTag::kDead;
+      delete r;
+    }
+    requests_.clear();
   }
-  requests_.clear();
   for (auto& [h, r] : by_handle_)
     if (r->cuda_context != nullptr) CudaDriver::instance().release_context(r->cuda_device);
   by_handle_.clear();

@@ -104,7 +104,7 @@ class Comm {
   void close();
 
  private:
-  static constexpr size_t kSlots = 4;  // messages in flight per direction per peer
+  static constexpr size_t kSlots = 8;  // messages in flight per direction per peer
   static constexpr size_t kMaxRequests = 1 << 16;
   static constexpr size_t kMaxReplies = 4096;  // get replies queued for one peer
 
@@ -181,7 +181,7 @@ class Comm {
   };
 
   Peer* peer_for(uint32_t rank, const char* what);
-  Request* new_request(Request::Kind kind, uint32_t peer);  // caller holds mu_
+  Request* new_request(Request::Kind kind, uint32_t peer);  // takes req_mu_
   // False (one WARN per peer) once the peer's stream failed or it closed; caller holds mu_.
   bool peer_usable(Peer& p, uint32_t rank, const char* what);
   std::shared_ptr<Region> find_region(const void* mhandle);  // caller holds mu_
@@ -212,6 +212,7 @@ class Comm {
   uint32_t next_region_id_ = 1;
   std::map<uint32_t, std::shared_ptr<Region>> regions_;  // live, by id
   std::unordered_map<const void*, std::shared_ptr<Region>> by_handle_;
+  std::mutex req_mu_;  // requests_ only; taken after mu_ where both are held
   std::unordered_set<Request*> requests_;
 
   // Engine thread only: the totals of never-reset GPU signals, by (registration, offset).

@@ -13,10 +13,10 @@
 namespace mesh::gin {
 
 void Comm::engine() {
-  // A comm that moved anything in the last millisecond stays hot (yield only): a message in
-  // flight completes over several passes, and a sleep between them would cap the rate. After
-  // that it backs off to 50 us sleeps, and after 100 ms of nothing to 200 us, so an idle comm
-  // does not burn a core (hosts run 8 ranks).
+  // A comm that moved anything in the last 20 ms stays hot (yield only): a sleeping engine wakes
+  // late on a loaded host, and a stream whose messages then arrive slower than the hot window
+  // would never get hot again. After that it backs off to 50 us sleeps, and after a second of
+  // nothing to 200 us, so an idle comm does not burn a core (hosts run 8 ranks).
   int64_t last_move = monotonic_ns();
   while (!stop_.load(std::memory_order_acquire)) {
     bool moved = false;
@@ -24,11 +24,11 @@ void Comm::engine() {
     const int64_t now = monotonic_ns();
     if (moved) {
       last_move = now;
-    } else if (now - last_move < 1000000) {
+    } else if (now - last_move < 20000000) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(
-          std::chrono::microseconds(now - last_move < 100000000 ? 50 : 200));
+          std::chrono::microseconds(now - last_move < 1000000000 ? 50 : 200));
     }
   }
 }

@@ -6,7 +6,9 @@
 // between the same two processes. Rounds alternate GIN and TCP so both see the same machine load.
 //
 // Usage: mesh_gin_bench [VERSION(11..15) [MiB-per-size [rounds]]]
-// Prints one markdown row per size: GIN GB/s, TCP GB/s, ratio (best of the rounds each).
+// Prints one markdown row per size: GIN GB/s, the plugin's own net path (ncclNetPlugin_v11
+// isend/irecv of the same sizes, 32 in flight, between the same processes), plain TCP GB/s, and
+// the ratios (best of the rounds each).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,8 +20,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+
+#include <dlfcn.h>
 
 #include "gin_rank.h"
+#include "nccl/net.h"
 
 using namespace gintest;
 
@@ -56,7 +62,7 @@ int main(int argc, char** argv) {
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
   const size_t sizes[] = {4096, 65536, 1 << 20, 16 << 20};
   struct Result {
-    double gin = 0, tcp = 0;
+    double gin = 0, net = 0, tcp = 0;
   };
   // Results travel back through the shared page's blob area.
   const std::string errors = run_ranks(2, 600, [&](RankEnv& env) {
@@ -95,6 +101,27 @@ int main(int argc, char** argv) {
     if (fd < 0) return env.fail("tcp socket");
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // The plugin's own net path between the same two processes: rank 0 sends, rank 1 receives.
+    void* lib = dlopen(plugin_path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    auto* net =
+        lib != nullptr ? static_cast<ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11")) : nullptr;
+    if (net == nullptr) return env.fail("no ncclNetPlugin_v11");
+    void *nctx = nullptr, *nlisten = nullptr, *ncomm = nullptr, *nmh = nullptr;
+    ncclNetCommConfig_v11_t cfg{};
+    cfg.trafficClass = -1;
+    uint8_t nhandle[128] = {};
+    if (net->init(&nctx, env.shared().comm_id + 1, &cfg, nullptr, nullptr) != ncclSuccess ||
+        net->listen(nctx, 0, nhandle, &nlisten) != ncclSuccess)
+      return env.fail("net init/listen");
+    std::vector<void*> nhandles(2);
+    if (!env.allgather_handles(nhandle, nhandles.data())) return false;
+    while (ncomm == nullptr) {
+      const ncclResult_t rc = env.rank() == 0 ? net->connect(nctx, 0, nhandles[1], &ncomm, nullptr)
+                                              : net->accept(nlisten, &ncomm, nullptr);
+      if (rc != ncclSuccess) return env.fail("net connect/accept");
+    }
+    if (net->regMr(ncomm, buf.data(), buf.size(), NCCL_PTR_HOST, &nmh) != ncclSuccess)
+      return env.fail("net regMr");
     std::vector<Result> best(std::size(sizes));
     uint64_t expect_sig = 0;
     for (int round = 0; round < rounds; ++round) {
@@ -110,7 +137,10 @@ int main(int argc, char** argv) {
             while (in_flight.size() >= 32) {  // NCCL's default proxy queue depth
               int done = 0;
               if (!g.ok(g.api.test(g.comm, in_flight.front(), &done), "test")) return false;
-              if (done) in_flight.erase(in_flight.begin());
+              if (done)
+                in_flight.erase(in_flight.begin());
+              else
+                std::this_thread::yield();
             }
             void* r = nullptr;
             const uint64_t off = (i % 2) * max;
@@ -129,14 +159,46 @@ int main(int argc, char** argv) {
           }
         } else {
           ++expect_sig;
-          while (load_signal(&sig) < expect_sig) {
-          }
+          while (load_signal(&sig) < expect_sig)
+            std::this_thread::yield();  // leave the CPU
+                                        // to the engine
           const uint8_t* last = buf.data() + ((count - 1) % 2) * max;
           for (size_t i = 0; i < size; ++i)
             if (last[i] != 1) return env.fail("GIN bench: wrong byte");
         }
         if (!env.barrier()) return false;
         const double gin = static_cast<double>(size * count) / (now_s() - t0) / 1e9;
+        // The plugin's net path: isend/irecv, at most 32 in flight, oldest tested first.
+        if (!env.barrier()) return false;
+        t0 = now_s();
+        {
+          std::vector<void*> in_flight;
+          size_t posted = 0;
+          while (posted < count || !in_flight.empty()) {
+            if (posted < count && in_flight.size() < 32) {
+              void* r = nullptr;
+              void* data = buf.data() + max;
+              size_t sz = size;
+              int tag = 0;
+              const ncclResult_t rc =
+                  env.rank() == 0 ? net->isend(ncomm, buf.data(), size, 0, nmh, nullptr, &r)
+                                  : net->irecv(ncomm, 1, &data, &sz, &tag, &nmh, nullptr, &r);
+              if (rc != ncclSuccess) return env.fail("net isend/irecv");
+              if (r != nullptr) {
+                in_flight.push_back(r);
+                ++posted;
+              }
+            }
+            if (!in_flight.empty()) {
+              int done = 0;
+              if (net->test(in_flight.front(), &done, nullptr) != ncclSuccess)
+                return env.fail("net test");
+              if (done) in_flight.erase(in_flight.begin());
+            }
+          }
+        }
+        if (!env.barrier()) return false;
+        const double netbw = static_cast<double>(size * count) / (now_s() - t0) / 1e9;
         // TCP
         if (!env.barrier()) return false;
         t0 = now_s();
@@ -151,16 +213,27 @@ int main(int argc, char** argv) {
         if (!env.barrier()) return false;
         const double tcp = static_cast<double>(size * count) / (now_s() - t0) / 1e9;
         best[si].gin = std::max(best[si].gin, gin);
+        best[si].net = std::max(best[si].net, netbw);
         best[si].tcp = std::max(best[si].tcp, tcp);
       }
     }
     close(fd);
+    net->deregMr(ncomm, nmh);
+    if (env.rank() == 0)
+      net->closeSend(ncomm);
+    else
+      net->closeRecv(ncomm);
+    net->closeListen(nlisten);
+    net->finalize(nctx);
     if (env.rank() == 0) {
-      std::printf("| size | GIN put GB/s (%s) | plain TCP GB/s | GIN / TCP |\n|---|---|---|---|\n",
-                  g.api.symbol());
+      std::printf(
+          "| size | GIN put GB/s (%s) | plugin net isend GB/s | plain TCP GB/s | GIN / "
+          "net | GIN / TCP |\n|---|---|---|---|---|---|\n",
+          g.api.symbol());
       for (size_t si = 0; si < std::size(sizes); ++si)
-        std::printf("| %zu KiB | %.2f | %.2f | %.2f |\n", sizes[si] / 1024, best[si].gin,
-                    best[si].tcp, best[si].gin / best[si].tcp);
+        std::printf("| %zu KiB | %.3f | %.3f | %.3f | %.2f | %.2f |\n", sizes[si] / 1024,
+                    best[si].gin, best[si].net, best[si].tcp, best[si].gin / best[si].net,
+                    best[si].gin / best[si].tcp);
       std::fflush(stdout);
     }
     if (!env.barrier()) return false;
