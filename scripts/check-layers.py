@@ -3,7 +3,7 @@
 
 The layers, lowest first (docs/design.md explains each):
 
-    nccl -> util -> topology -> relay -> handshake -> transport -> plugin -> abi -> tools
+    nccl -> util -> topology -> relay -> handshake -> transport -> plugin -> gin -> abi -> tools
 
 A file may include headers of its own layer and of lower ones. Inside `transport`, the
 `tcp/` and `rdma/` folders are siblings: neither includes the other (both may include the
@@ -19,7 +19,8 @@ import pathlib
 import re
 import sys
 
-LAYERS = ["nccl", "util", "topology", "relay", "handshake", "transport", "plugin", "abi", "tools"]
+LAYERS = ["nccl", "util", "topology", "relay", "handshake", "transport", "plugin", "gin", "abi",
+          "tools"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 SIBLINGS = {"transport": {"tcp", "rdma"}}  # sub-folders that must not include each other
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)

@@ -59,7 +59,8 @@
 # CHECK_EMULATE (ring,line: one step per shape; empty: none), CHECK_EMULATE_RANKS (3,4,5),
 # CHECK_EMULATE_PROTOS (Simple,LL,LL128), BENCH_EMULATE (ring: the shape compared with the full
 # mesh; empty: no bench-ring step), BENCH_EMULATE_RANKS (4), EMULATE_TUNER (auto: NCCL_MESH_TUNER
-# of the emulated steps; ring, off, or none = NCCL_TUNER_PLUGIN=none).
+# of the emulated steps; ring, off, or none = NCCL_TUNER_PLUGIN=none), GIN_RANKS (2,3,4: the
+# gin-alltoall step, tests/gpu/gin_alltoall.sh; GIN_ELEMENTS, GIN_ITERS pass through).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -99,8 +100,13 @@ if [[ ${1:-} == --prebuild ]]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMESH_SUBDIRS=tests/gpu \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" ${NCCL_HOME:+-DNCCL_ROOT="$NCCL_HOME"} &&
     cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e || exit 1
+  # The GIN program needs NCCL's device API headers (nccl_device.h): optional.
+  cmake --build "$BUILD" -j "$(nproc)" --target nccl-mesh-gin-alltoall ||
+    echo "NOTE: nccl-mesh-gin-alltoall not built (NCCL without nccl_device.h?): no gin-alltoall step"
   mkdir -p "$DEST" &&
     cp "$BUILD/libnccl-net-mesh.so" "$BUILD/tests/gpu/nccl-mesh-gpu-e2e" "$DEST/" || exit 1
+  [[ -x "$BUILD/tests/gpu/nccl-mesh-gin-alltoall" ]] &&
+    cp "$BUILD/tests/gpu/nccl-mesh-gin-alltoall" "$DEST/"
   # The program links libcudart.so.N dynamically; the GPU machine's loader path may lack it.
   cudart=$(ldd "$DEST/nccl-mesh-gpu-e2e" | awk '/libcudart/ {print $3}')
   [[ -n "$cudart" ]] && cp -L "$cudart" "$DEST/"
@@ -216,12 +222,15 @@ export ROOT BUILD NCCL_HOME OUT
 build() {
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" ${NCCL_HOME:+-DNCCL_ROOT="$NCCL_HOME"} &&
-    cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e
+    cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e &&
+    { cmake --build "$BUILD" -j "$(nproc)" --target nccl-mesh-gin-alltoall ||
+        echo "NOTE: nccl-mesh-gin-alltoall not built (NCCL without nccl_device.h?)"; }
 }
 BUILT=1
 if [[ -n "$PREBUILT" ]]; then
   PREBUILT=$(cd "$PREBUILT" && pwd)
   E2E=$PREBUILT/nccl-mesh-gpu-e2e
+  GIN_A2A=$PREBUILT/nccl-mesh-gin-alltoall
   PLUGIN=$PREBUILT/libnccl-net-mesh.so
   # NCCL 2.28.9 stays first; the carried CUDA runtime only fills a gap.
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PREBUILT"
@@ -236,6 +245,7 @@ else
   fi
   run_step build 240 build || BUILT=0
   E2E=$BUILD/tests/gpu/nccl-mesh-gpu-e2e
+  GIN_A2A=$BUILD/tests/gpu/nccl-mesh-gin-alltoall
   PLUGIN=$(find "$BUILD" -name libnccl-net-mesh.so -print -quit 2>/dev/null)
   PLUGIN=${PLUGIN:-$BUILD/libnccl-net-mesh.so}
 fi
@@ -281,6 +291,11 @@ if ((BUILT)); then
   run_step torch 150 "$PY" "$ROOT/tests/gpu/torch_check.py" --net Mesh --plugin "$PLUGIN" \
     --ranks "${TORCH_RANKS:-2,4}" --out "$OUT/torch" --timeout 100 --total-timeout @LIMIT@ --skip-exit-code 77
 
+  # ---- GIN (issue 27): device-API all-to-all through ncclGinPlugin_v11 --------------------------
+  # GIN_RANKS (2,3,4): rank counts; each rank log must show NCCL loading "gin plugin Mesh (v11)".
+  run_step gin-alltoall 100 "$ROOT/tests/gpu/gin_alltoall.sh" "$GIN_A2A" "$PLUGIN" "$OUT/gin" \
+    $(tr , ' ' <<<"${GIN_RANKS:-2,3,4}")
+
   # ---- emulated ring and line (issue 18): relay + tuner ---------------------------------------
   # The NCCL version check after these keeps its 20 s.
   RESERVE_S=25
@@ -298,7 +313,7 @@ if ((BUILT)); then
   fi
   RESERVE_S=0
 else
-  for step in check-mesh check-socket bench torch ${EMULATE_STEPS[@]+"${EMULATE_STEPS[@]}"}; do
+  for step in check-mesh check-socket bench torch gin-alltoall ${EMULATE_STEPS[@]+"${EMULATE_STEPS[@]}"}; do
     STEPS+=("$step NOT-RUN 0")
   done
   echo "== build failed: nothing else run"

@@ -9,10 +9,10 @@ secs=${1:-30}
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=fuzzer -DMESH_SUBDIRS=tests/fuzz >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_handle fuzz_hello fuzz_header fuzz_settings fuzz_rdma_setup \
-  fuzz_relay_beacon fuzz_relay_request
+  fuzz_relay_beacon fuzz_relay_request fuzz_gin_message
 mkdir -p build-fuzz/crashes
 passed=0 failed=0
-for t in handle hello header settings rdma_setup relay_beacon relay_request; do
+for t in handle hello header settings rdma_setup relay_beacon relay_request gin_message; do
   work=build-fuzz/corpus-$t
   rm -rf "$work" && cp -r "tests/fuzz/corpus/$t" "$work"
   log=build-fuzz/fuzz_$t.log

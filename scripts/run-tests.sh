@@ -22,10 +22,10 @@ run_lane() {
     # suite (tests/install) was added to it.
     release) args=(-DCMAKE_BUILD_TYPE=Release -UMESH_SUBDIRS) ;;
     asan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=address
-                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak;src/tools/bench;tests/bench;tests/netns")
+                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/gin;tests/soak;src/tools/bench;tests/bench;tests/netns")
           labels="unit|conformance|soak|netns" ;;
     tsan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=thread
-                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/soak;src/tools/bench;tests/bench;tests/netns")
+                "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/gin;tests/soak;src/tools/bench;tests/bench;tests/netns")
           labels="unit|conformance|soak|netns" ;;
     fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-30}"; return ;;
     softroce)

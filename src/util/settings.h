@@ -130,7 +130,10 @@ struct SettingEnum<RelayScope> {
     "several hosts into one network namespace).")                                                 \
   X(std::string, emulate, "NCCL_MESH_EMULATE", "", 0, 0,                                          \
     "Test and try-out: emulate this rank's place in a ring or line on one host, ring:N:R or "     \
-    "line:N:R; the plugin then uses only loopback addresses 127.77.x.y/30, one per cable.")
+    "line:N:R; the plugin then uses only loopback addresses 127.77.x.y/30, one per cable.")     \
+  X(std::string, test_gin_cuda_library, "NCCL_MESH_TEST_GIN_CUDA_LIBRARY", "", 0, 0,             \
+    "Testing only: the CUDA driver library GIN loads instead of libcuda.so.1 (the GIN suite's "   \
+    "host-memory stand-in drives the GPU-memory paths without a GPU).")
 
 struct Settings {
 #define MESH_SETTINGS_FIELD(type, field, env, def, lo, hi, help) type field = def;

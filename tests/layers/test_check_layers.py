@@ -52,6 +52,22 @@ class LayerCheckTest(unittest.TestCase):
         self.assertIn("util/log.h:1", r.stderr)
         self.assertIn("higher layer 'plugin'", r.stderr)
 
+    def test_gin_sits_between_plugin_and_abi(self):
+        ok = self.tree({
+            "gin/comm.cc": '#include "plugin/plugin.h"\n',
+            "plugin/plugin.h": "",
+            "abi/gin_v11.cc": '#include "gin/core.h"\n',
+            "gin/core.h": "",
+        })
+        self.assertEqual(run(ok).returncode, 0)
+        bad = self.tree({
+            "plugin/plugin.cc": '#include "gin/core.h"\n',
+            "gin/core.h": "",
+        })
+        r = run(bad)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("higher layer 'gin'", r.stderr)
+
     def test_handshake_including_transport_fails(self):
         src = self.tree({
             "handshake/service.cc": '// x\n#include "transport/tcp/tcp_connection.h"\n',

@@ -235,7 +235,8 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_RELAY_RDMA_DRAIN_MS",
                                       "NCCL_MESH_RELAY_VIA",
                                       "NCCL_MESH_RELAY_SCOPE",
-                                      "NCCL_MESH_EMULATE"};
+                                      "NCCL_MESH_EMULATE",
+                                      "NCCL_MESH_TEST_GIN_CUDA_LIBRARY"};
   EXPECT_EQ(asked, want);
 }
 
@@ -340,6 +341,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_RELAY_VIA", "string", "", ""},
       {"NCCL_MESH_RELAY_SCOPE", "enum", "host", "host, process"},
       {"NCCL_MESH_EMULATE", "string", "", ""},
+      {"NCCL_MESH_TEST_GIN_CUDA_LIBRARY", "string", "", ""},
   };
   const std::vector<SettingInfo> table = setting_table();
   ASSERT_EQ(table.size(), std::size(want));
@@ -382,6 +384,7 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_IFNAME", &Settings::ifname},
       {"NCCL_MESH_EMULATE", &Settings::emulate},
       {"NCCL_MESH_RELAY_VIA", &Settings::relay_via},
+      {"NCCL_MESH_TEST_GIN_CUDA_LIBRARY", &Settings::test_gin_cuda_library},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;

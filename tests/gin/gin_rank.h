@@ -1,0 +1,47 @@
+// One rank of a GIN communicator inside a forked test rank: init, listen, the handle allgather,
+// collective connect and the data-path target, as NCCL's ncclGinConnectOnce does; teardown in
+// NCCL's order (barrier first: NCCL closes collectively).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gin_api.h"
+#include "ranks.h"
+
+namespace gintest {
+
+std::string plugin_path();
+
+struct GinRank {
+  explicit GinRank(RankEnv& e) : env(e) {}
+  // Opens the table of `version` and connects every rank; `contexts` for createContext (v13+).
+  bool setup(int version, int contexts);
+  bool teardown();
+  // Collective registration (every rank, same order).
+  bool reg(void* data, size_t size, void** mh, uint64_t flags = 0);
+  bool dereg(void* mh);
+  // Fails the rank with `what` and the code unless rc is ncclSuccess.
+  bool ok(ncclResult_t rc, const std::string& what);
+
+  RankEnv& env;
+  GinApi api;
+  void* ctx = nullptr;
+  void* listen = nullptr;
+  void* comm = nullptr;
+  void* target = nullptr;
+  int contexts = 1;
+};
+
+// The byte every pattern test expects at `index` of a buffer written by `writer` for `reader`.
+inline uint8_t pattern(int writer, int reader, uint64_t salt, uint64_t index) {
+  return static_cast<uint8_t>(writer * 131 + reader * 17 + salt * 7 + index * 13 + (index >> 8));
+}
+
+// Reads a signal word the way a GPU kernel's waitSignal does: an acquire load.
+inline uint64_t load_signal(const uint64_t* word) {
+  return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+
+}  // namespace gintest
