@@ -233,11 +233,14 @@ TEST(TcpStagedReceive, MessagesThatArrivedTogetherGoToTheirOwnReceives) {
   }
 }
 
-TEST(TcpStagedReceive, LargeMessagesOnTheDataStreamsStayInOrderWithInlineOnes) {
-  Endpoints e = connect_pair(options(64 * 1024), 3);
+// Inline messages and messages of 1, 2 and 3 parts on the data streams, interleaved, receives
+// trailing the sends (some eager, some waiting), every byte checked.
+void exchange_mixed(const TcpOptions& opt) {
+  Endpoints e = connect_pair(opt, 3);
   std::vector<std::vector<uint8_t>> msgs;
-  for (int i = 0; i < 24; ++i) {
-    const size_t size = i % 3 == 0 ? 300 * 1024 + static_cast<size_t>(i) : 64 + 97u * i;
+  for (int i = 0; i < 36; ++i) {
+    const size_t big = (i / 3 % 3 + 1) * 128 * 1024 + static_cast<size_t>(i);  // 1..3 parts
+    const size_t size = i % 3 == 0 ? big : 64 + 97u * static_cast<size_t>(i);
     msgs.push_back(pattern(size, static_cast<uint8_t>(i)));
   }
   std::vector<std::vector<uint8_t>> bufs;
@@ -270,6 +273,19 @@ TEST(TcpStagedReceive, LargeMessagesOnTheDataStreamsStayInOrderWithInlineOnes) {
     }
   }
   EXPECT_EQ(rdone, msgs.size());
+}
+
+TEST(TcpStagedReceive, LargeMessagesOnTheDataStreamsStayInOrderWithInlineOnes) {
+  exchange_mixed(options(64 * 1024));
+}
+
+TEST(TcpIoPool, CallerMovesFirstPartsThreadsTheRestInOrder) {
+  // With a pool the caller moves each message's first part and the I/O threads the others,
+  // sometimes on the same stream: the bytes of every stream must still arrive in order.
+  TcpOptions opt = options(64 * 1024);
+  opt.io_threads = 2;
+  exchange_mixed(opt);
+  EXPECT_TRUE(IoPool::stop_if_idle()) << "a stream is still attached to the pool";
 }
 
 }  // namespace

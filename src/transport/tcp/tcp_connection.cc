@@ -48,6 +48,7 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
     set_tcp_options(fd.get(), options_.user_timeout_ms);
     streams_.push_back(std::make_unique<DataStream>(std::move(fd), sender, index++, &failure_));
   }
+  assisted_.assign(streams_.size(), false);
   if (IoPool* pool = io_pool(options_.io_threads)) {
     for (auto& s : streams_) {
       owners_.push_back(pool->pick());
@@ -202,7 +203,16 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;
     }
-    if (!owners_.empty()) owners_[s]->notify();
+    // With a pool, the caller moves a message's first part itself (pump_data) and hands the
+    // others to the I/O threads: a one-part message then costs no hand-off at all (no eventfd
+    // write, no thread wake-up before the first byte moves), and a message of several parts is
+    // copied by the caller and the threads at once.
+    if (owners_.empty()) continue;
+    if (i == 0) {
+      assisted_[s] = true;
+    } else {
+      owners_[s]->notify();
+    }
   }
   next_stream_ = (next_stream_ + nparts) % streams_.size();
   next_pump_ns_ = 0;  // new bytes to move: no back-off for them
@@ -216,6 +226,11 @@ void TcpConnection::progress() {
 
 // Without a pool the caller moves every stream's queued bytes until its socket would block.
 // Parts were queued in sequence order on both sides, so each stream's byte order agrees.
+// With a pool it moves only the streams that carry a first part (start_parts), and skips a stream
+// an I/O thread is moving (try_pump): whichever of them holds the stream moves its whole queue in
+// order. A first part is never left to the caller alone: when its socket would block, the next
+// readable/writable edge wakes the stream's I/O thread too (the caller's failed send or receive
+// armed it), and the caller keeps trying from test().
 //
 // Back-off: NCCL's proxy calls test() in a tight loop, and a pass that finds every socket full
 // (sender) or empty (receiver) is one failed syscall per stream. After such a pass the next one
@@ -223,13 +238,23 @@ void TcpConnection::progress() {
 // moving data from the socket buffers meanwhile (megabytes with autotuning, far more than 16 us
 // of a 100 Gb/s link), so the link stays busy while the caller stops burning CPU on EAGAIN.
 void TcpConnection::pump_data() {
-  if (!owners_.empty()) return;
+  const bool pool = !owners_.empty();
+  if (pool && std::none_of(assisted_.begin(), assisted_.end(), [](bool a) { return a; })) return;
   const int64_t now = monotonic_ns();
   if (now < next_pump_ns_) return;
   bool moved = false;
-  for (auto& s : streams_) {
+  for (size_t i = 0; i < streams_.size(); ++i) {
     if (failure_.failed()) return;
-    if (s->has_work()) moved |= s->pump();
+    DataStream& s = *streams_[i];
+    if (!pool) {
+      if (s.has_work()) moved |= s.pump();
+    } else if (assisted_[i]) {
+      if (s.has_work()) {
+        moved |= s.try_pump();
+      } else {
+        assisted_[i] = false;  // its queue ran empty: the parts the caller took on are done
+      }
+    }
   }
   if (moved) {
     idle_backoff_ns_ = 0;
