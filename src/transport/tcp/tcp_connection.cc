@@ -203,12 +203,14 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;
     }
-    // With a pool, the caller moves a message's first part itself (pump_data) and hands the
-    // others to the I/O threads: a one-part message then costs no hand-off at all (no eventfd
-    // write, no thread wake-up before the first byte moves), and a message of several parts is
-    // copied by the caller and the threads at once.
+    // With a pool, the caller moves the first part of a message below kCallerFirstPartBelow
+    // itself (pump_data) and hands the others to the I/O threads: a one-part message then costs
+    // no hand-off at all (no eventfd write, no thread wake-up before the first byte moves), and
+    // a message of several parts is copied by the caller and the threads at once. NCCL's large
+    // transfers (512 KiB slices) stay with the threads alone: there the caller, NCCL's one
+    // proxy thread for every connection, would otherwise copy a quarter of all bytes.
     if (owners_.empty()) continue;
-    if (i == 0) {
+    if (i == 0 && r->size < kCallerFirstPartBelow) {
       assisted_[s] = true;
     } else {
       owners_[s]->notify();
