@@ -279,9 +279,9 @@ TEST(TcpStagedReceive, LargeMessagesOnTheDataStreamsStayInOrderWithInlineOnes) {
   exchange_mixed(options(64 * 1024));
 }
 
-TEST(TcpIoPool, CallerMovesFirstPartsThreadsTheRestInOrder) {
-  // With a pool the caller moves each message's first part and the I/O threads the others,
-  // sometimes on the same stream: the bytes of every stream must still arrive in order.
+TEST(TcpIoPool, CallerMovesOnePartMessagesThreadsTheOthersInOrder) {
+  // With a pool the caller moves one-part messages and the I/O threads the others, often on the
+  // same stream: the bytes of every stream must still arrive in order.
   TcpOptions opt = options(64 * 1024);
   opt.io_threads = 2;
   exchange_mixed(opt);

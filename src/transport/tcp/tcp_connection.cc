@@ -203,14 +203,13 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;
     }
-    // With a pool, the caller moves the first part of a message below kCallerFirstPartBelow
-    // itself (pump_data) and hands the others to the I/O threads: a one-part message then costs
-    // no hand-off at all (no eventfd write, no thread wake-up before the first byte moves), and
-    // a message of several parts is copied by the caller and the threads at once. NCCL's large
-    // transfers (512 KiB slices) stay with the threads alone: there the caller, NCCL's one
-    // proxy thread for every connection, would otherwise copy a quarter of all bytes.
+    // With a pool, the caller moves a one-part message itself (pump_data): the pool would add
+    // a hand-off (eventfd write, thread wake-up before the first byte moves) and no parallel
+    // copy. Messages of several parts (NCCL's large-transfer slices among them) go to the I/O
+    // threads as before: there the caller, NCCL's one proxy thread for every connection, would
+    // otherwise copy a share of all bytes.
     if (owners_.empty()) continue;
-    if (i == 0 && r->size < kCallerFirstPartBelow) {
+    if (nparts == 1) {
       assisted_[s] = true;
     } else {
       owners_[s]->notify();
@@ -228,11 +227,11 @@ void TcpConnection::progress() {
 
 // Without a pool the caller moves every stream's queued bytes until its socket would block.
 // Parts were queued in sequence order on both sides, so each stream's byte order agrees.
-// With a pool it moves only the streams that carry a first part (start_parts), and skips a stream
-// an I/O thread is moving (try_pump): whichever of them holds the stream moves its whole queue in
-// order. A first part is never left to the caller alone: when its socket would block, the next
-// readable/writable edge wakes the stream's I/O thread too (the caller's failed send or receive
-// armed it), and the caller keeps trying from test().
+// With a pool it moves only the streams that carry a one-part message (start_parts), and skips a
+// stream an I/O thread is moving (try_pump): whichever of them holds the stream moves its whole
+// queue in order. Such a part is never left to the caller alone: when its socket would block,
+// the next readable/writable edge wakes the stream's I/O thread too (the caller's failed send or
+// receive armed it), and the caller keeps trying from test().
 //
 // Back-off: NCCL's proxy calls test() in a tight loop, and a pass that finds every socket full
 // (sender) or empty (receiver) is one failed syscall per stream. After such a pass the next one

@@ -90,9 +90,7 @@ class TcpConnection final : public Connection {
   UniqueFd control_;
   std::vector<std::unique_ptr<DataStream>> streams_;
   std::vector<IoThread*> owners_;  // the I/O thread of each stream (empty without a pool)
-  // With a pool: streams that carry a message's first part, which the caller moves (pump_data),
-  // for messages below this size (start_parts).
-  static constexpr size_t kCallerFirstPartBelow = 512 * 1024;
+  // With a pool: streams that carry a one-part message, which the caller moves (pump_data).
   std::vector<bool> assisted_;
   // Without a pool: when pump_data() may try the sockets again after a pass that moved nothing.
   static constexpr int64_t kMaxIdleBackoffNs = 16000;
