@@ -9,7 +9,11 @@ the plugin and plain TCP per size, and prints one markdown table of every row pl
 Arguments after -- go to every bench run (add -q; --json is set here). Environment passes
 through (e.g. NCCL_MESH_TCP_IO_THREADS); --plugin-env NAME=VAR=VALUE sets a variable for one
 plugin's runs only (the same .so under two names compares settings). Exit status 1 if any run
-fails."""
+fails. With --pattern ring-allreduce or ring-traffic the tables are per rank count and size: plugin
+time and the bench's own plain-TCP ring time of the same run, and the median of their ratio:
+
+  scripts/bench-interleaved.py --bench ... --plugin old=old.so --plugin new=new.so --rounds 3 \
+      -- --nranks 4 --pattern ring-allreduce --sizes 1K,64K,256K,1M,4M -q"""
 import argparse
 import json
 import os
@@ -17,6 +21,29 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+
+
+def running_tasks():
+    """Tasks runnable right now on the machine (/proc/stat procs_running, this script included)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("procs_running"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_for_quiet(max_running, timeout_s):
+    """On a shared machine: waits until at most max_running tasks are runnable in five samples
+    100 ms apart (other people's builds paused), at most timeout_s; returns the 1-minute load
+    average when the run starts."""
+    deadline = time.time() + timeout_s
+    while max_running > 0 and time.time() < deadline:
+        if all(running_tasks() <= max_running and time.sleep(0.1) is None for _ in range(5)):
+            break
+        time.sleep(0.5)
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
 
 
 def fmt_size(n):
@@ -30,6 +57,42 @@ def num(v, digits):
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def print_ring(plugins, rows):
+    """Ring patterns: one row per rank count and size, times of the plugin and of the bench's own
+    plain-TCP ring measured in the same run; the summary is the median over rounds of the
+    per-run ratio plugin time / TCP time (below 1: the plugin is faster)."""
+    print("| round | plugin | ranks | size | plugin us | TCP us | time ratio | plugin busbw GB/s "
+          "| TCP busbw GB/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for rnd, name, r in rows:
+        ratio = None
+        if r.get("tcp_time_us"):
+            ratio = r["plugin_time_us"] / r["tcp_time_us"]
+        print(f"| {rnd} | {name} | {r['nranks']} | {fmt_size(r['bytes'])} "
+              f"| {num(r['plugin_time_us'], 1)} | {num(r.get('tcp_time_us'), 1)} | {num(ratio, 2)} "
+              f"| {num(r['plugin_gbps'], 3)} | {num(r.get('tcp_gbps'), 3)} |")
+    print()
+    print("| plugin | ranks | size | median plugin us | median TCP us | median time ratio (range) "
+          "| runs <= 1.0 |")
+    print("|---|---|---|---|---|---|---|")
+    for name, _ in plugins:
+        keys = sorted({(r["nranks"], r["bytes"]) for _, n, r in rows if n == name})
+        for nranks, size in keys:
+            sel = [r for _, n, r in rows if n == name and r["nranks"] == nranks
+                   and r["bytes"] == size]
+            pt = [r["plugin_time_us"] for r in sel]
+            tt = [r["tcp_time_us"] for r in sel if r.get("tcp_time_us")]
+            ratios = [r["plugin_time_us"] / r["tcp_time_us"] for r in sel if r.get("tcp_time_us")]
+            if not ratios:
+                print(f"| {name} | {nranks} | {fmt_size(size)} | {statistics.median(pt):.1f} "
+                      f"| - | - | - |")
+                continue
+            ok = sum(1 for x in ratios if x <= 1.0)
+            print(f"| {name} | {nranks} | {fmt_size(size)} | {statistics.median(pt):.1f} "
+                  f"| {statistics.median(tt):.1f} | {statistics.median(ratios):.2f} "
+                  f"({min(ratios):.2f}-{max(ratios):.2f}) | {ok}/{len(ratios)} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", required=True)
@@ -37,6 +100,10 @@ def main():
     ap.add_argument("--plugin-env", action="append", default=[],
                     help="NAME=VAR=VALUE: set VAR only for that plugin's runs")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-running", type=int, default=0,
+                    help="before each run wait (up to --gate-timeout s) until at most this many "
+                         "tasks are runnable on the machine (0: do not wait)")
+    ap.add_argument("--gate-timeout", type=float, default=60)
     ap.add_argument("bench_args", nargs=argparse.REMAINDER)
     opt = ap.parse_args()
     extra = [a for a in opt.bench_args if a != "--"]
@@ -52,7 +119,9 @@ def main():
             for name, path in plugins:
                 out = os.path.join(tmp, f"{name}-{rnd}.json")
                 cmd = [opt.bench, "--plugin", path, "--json", out] + extra
-                print(f"# round {rnd} {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+                load = wait_for_quiet(opt.max_running, opt.gate_timeout)
+                print(f"# round {rnd} {name} (load {load:.2f}): {' '.join(cmd)}", file=sys.stderr,
+                      flush=True)
                 res = subprocess.run(cmd, stdout=subprocess.DEVNULL, env=envs[name])
                 if res.returncode != 0 or not os.path.exists(out):
                     print(f"# round {rnd} {name}: bench exited {res.returncode}", file=sys.stderr)
@@ -61,6 +130,9 @@ def main():
                 with open(out) as f:
                     for r in json.load(f)["rows"]:
                         rows.append((rnd, name, r))
+    if rows and all(r.get("pattern", "").startswith("ring") for _, _, r in rows):
+        print_ring(plugins, rows)
+        return 1 if failed else 0
     print("| round | plugin | pair | size | plugin GB/s | TCP GB/s | bw ratio | plugin CPU s/GB "
           "| TCP CPU s/GB | CPU ratio | plugin csw/GB | TCP csw/GB | threads/rank |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU end-to-end run of NCCL over the mesh plugin, on the one-GPU test machine, in < 10 minutes:
-#   build (plugin + tests/gpu) -> start MPS -> correctness for 2,3,4 ranks x Simple/LL/LL128 ->
-#   the same suite over NCCL's Socket (harness sanity) -> benchmark Mesh vs Socket ->
-#   PyTorch check -> the correctness suite on emulated rings and lines of 3, 4 and 5 ranks ->
+#   build (plugin + tests/gpu + nccl-mesh-bench) -> start MPS -> correctness for 2,3,4 ranks x
+#   Simple/LL/LL128 -> the same suite over NCCL's Socket (harness sanity) -> benchmark Mesh vs
+#   Socket -> the rig's ceiling (issue 28, below) -> PyTorch check -> GIN all-to-all (issue 27) ->
+#   the correctness suite on emulated rings and lines of 3, 4 and 5 ranks ->
 #   benchmark: emulated ring with the tuner vs the full mesh -> NCCL version check -> summary.
 #   MPS is always stopped again.
 #
@@ -31,6 +32,15 @@
 #                            tuner and on the full mesh (plain loopback), same run, same rank
 #                            count; its TARGET line gives the busbw ratio at >= 64 MiB against
 #                            issue 18's >= 0.9x (reported, not failed, like the other targets)
+# The rig's ceiling (issue 28): step `ceiling` runs nccl-mesh-bench --pattern ring-traffic for
+# each of BENCH_RANKS (the plugin alone, no NCCL, no GPU: exactly the traffic of a ring
+# all-reduce, every rank sending to its successor while receiving from its predecessor, N at
+# once, plus the bench's plain-TCP ring of the same run) into ceiling/ring-traffic-nN.json, then
+# scripts/ceiling-report.py prints Mesh / ceiling next to Mesh / Socket per size and the line
+# `TARGET all_reduce N ranks: Mesh busbw at >= 64 MiB NN% of the ring-traffic ceiling (target
+# >= 90%)`. Knobs: CEILING_SIZES (1K..512M, the bench's sizes), CEILING (0: skip the step).
+# The bench step's own targets include `never slower than Socket at any size` per collective
+# and rank count (tests/gpu/README.md).
 # A step whose ranks failed for want of a relay ("no common subnet": a plugin built without it,
 # or NCCL_MESH_RELAY=0) prints a "relay:" line and a NOTE, and its status is NO-RELAY.
 #
@@ -97,19 +107,24 @@ fi
 
 if [[ ${1:-} == --prebuild ]]; then
   DEST=${2:?usage: $0 --prebuild DIR}
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMESH_SUBDIRS=tests/gpu \
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMESH_SUBDIRS="src/tools;tests/gpu" \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" ${NCCL_HOME:+-DNCCL_ROOT="$NCCL_HOME"} &&
-    cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e || exit 1
+    cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e \
+      nccl-mesh-bench || exit 1
   # The GIN program needs NCCL's device API headers (nccl_device.h): optional.
   cmake --build "$BUILD" -j "$(nproc)" --target nccl-mesh-gin-alltoall ||
     echo "NOTE: nccl-mesh-gin-alltoall not built (NCCL without nccl_device.h?): no gin-alltoall step"
   mkdir -p "$DEST" &&
-    cp "$BUILD/libnccl-net-mesh.so" "$BUILD/tests/gpu/nccl-mesh-gpu-e2e" "$DEST/" || exit 1
+    cp "$BUILD/libnccl-net-mesh.so" "$BUILD/tests/gpu/nccl-mesh-gpu-e2e" \
+      "$BUILD/src/tools/bench/nccl-mesh-bench" "$DEST/" || exit 1
   [[ -x "$BUILD/tests/gpu/nccl-mesh-gin-alltoall" ]] &&
     cp "$BUILD/tests/gpu/nccl-mesh-gin-alltoall" "$DEST/"
-  # The program links libcudart.so.N dynamically; the GPU machine's loader path may lack it.
-  cudart=$(ldd "$DEST/nccl-mesh-gpu-e2e" | awk '/libcudart/ {print $3}')
-  [[ -n "$cudart" ]] && cp -L "$cudart" "$DEST/"
+  # The program links libcudart.so.N and the bench libfmt.so.N dynamically; the GPU machine's
+  # loader path may lack them.
+  for lib in $(ldd "$DEST/nccl-mesh-gpu-e2e" "$DEST/nccl-mesh-bench" |
+    awk '/libcudart|libfmt/ {print $3}' | sort -u); do
+    cp -L "$lib" "$DEST/"
+  done
   ls -l "$DEST"
   exit 0
 fi
@@ -224,7 +239,9 @@ build() {
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" ${NCCL_HOME:+-DNCCL_ROOT="$NCCL_HOME"} &&
     cmake --build "$BUILD" -j "$(nproc)" --target nccl-net-mesh nccl-mesh-gpu-e2e &&
     { cmake --build "$BUILD" -j "$(nproc)" --target nccl-mesh-gin-alltoall ||
-        echo "NOTE: nccl-mesh-gin-alltoall not built (NCCL without nccl_device.h?)"; }
+        echo "NOTE: nccl-mesh-gin-alltoall not built (NCCL without nccl_device.h?)"; } &&
+    { cmake --build "$BUILD" -j "$(nproc)" --target nccl-mesh-bench ||
+      echo "nccl-mesh-bench not built (CLI11, nlohmann-json, fmt missing?): no ceiling step"; }
 }
 BUILT=1
 if [[ -n "$PREBUILT" ]]; then
@@ -232,6 +249,7 @@ if [[ -n "$PREBUILT" ]]; then
   E2E=$PREBUILT/nccl-mesh-gpu-e2e
   GIN_A2A=$PREBUILT/nccl-mesh-gin-alltoall
   PLUGIN=$PREBUILT/libnccl-net-mesh.so
+  MESH_BENCH=$PREBUILT/nccl-mesh-bench
   # NCCL 2.28.9 stays first; the carried CUDA runtime only fills a gap.
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PREBUILT"
   echo "== build: prebuilt binaries from $PREBUILT"
@@ -246,6 +264,7 @@ else
   run_step build 240 build || BUILT=0
   E2E=$BUILD/tests/gpu/nccl-mesh-gpu-e2e
   GIN_A2A=$BUILD/tests/gpu/nccl-mesh-gin-alltoall
+  MESH_BENCH=$BUILD/src/tools/bench/nccl-mesh-bench
   PLUGIN=$(find "$BUILD" -name libnccl-net-mesh.so -print -quit 2>/dev/null)
   PLUGIN=${PLUGIN:-$BUILD/libnccl-net-mesh.so}
 fi
@@ -287,6 +306,33 @@ if ((BUILT)); then
   run_step bench 200 "$E2E" --mode bench --net Mesh,Socket --plugin "$PLUGIN" \
     --ranks "${BENCH_RANKS:-2,3,4}" --out "$OUT/bench" --timeout 120 --total-timeout @LIMIT@ --skip-exit-code 77
 
+  # ---- the rig's ceiling (issue 28): the plugin alone with a ring all-reduce's traffic ---------
+  if [[ ${CEILING:-1} != 0 ]]; then
+    BENCH_RANKS=${BENCH_RANKS:-2,3,4}
+    export MESH_BENCH PLUGIN BENCH_RANKS CEILING_SIZES
+    ceiling() {
+      local n rc=0 args=()
+      mkdir -p "$OUT/ceiling"
+      for n in ${BENCH_RANKS//,/ }; do
+        echo "-- ring-traffic, $n ranks"
+        # Same loopback as NCCL's ranks (NCCL_MESH_IFNAME=lo in the bench's local mode).
+        "$MESH_BENCH" --plugin "$PLUGIN" --nranks "$n" --pattern ring-traffic \
+          --sizes "${CEILING_SIZES:-1K,64K,256K,1M,4M,16M,64M,128M,256M,512M}" --warmup 1 \
+          --timeout 60 --json "$OUT/ceiling/ring-traffic-n$n.json" || rc=1
+        args+=(--ceiling "$n=$OUT/ceiling/ring-traffic-n$n.json")
+      done
+      python3 "$ROOT/scripts/ceiling-report.py" --gpu-bench "$OUT/bench/bench.json" "${args[@]}" ||
+        rc=1
+      return $rc
+    }
+    if [[ -x "$MESH_BENCH" ]]; then
+      run_step ceiling 150 ceiling
+    else
+      echo "== ceiling: not run, no nccl-mesh-bench at $MESH_BENCH"
+      STEPS+=("ceiling NOT-RUN 0")
+    fi
+  fi
+
   # ---- PyTorch -----------------------------------------------------------------------------
   run_step torch 150 "$PY" "$ROOT/tests/gpu/torch_check.py" --net Mesh --plugin "$PLUGIN" \
     --ranks "${TORCH_RANKS:-2,4}" --out "$OUT/torch" --timeout 100 --total-timeout @LIMIT@ --skip-exit-code 77
@@ -313,7 +359,7 @@ if ((BUILT)); then
   fi
   RESERVE_S=0
 else
-  for step in check-mesh check-socket bench torch gin-alltoall ${EMULATE_STEPS[@]+"${EMULATE_STEPS[@]}"}; do
+  for step in check-mesh check-socket bench ceiling torch gin-alltoall ${EMULATE_STEPS[@]+"${EMULATE_STEPS[@]}"}; do
     STEPS+=("$step NOT-RUN 0")
   done
   echo "== build failed: nothing else run"
@@ -423,11 +469,12 @@ tar -czf "$OUT/../.gpu-e2e-logs.$$.tar.gz" -C "$OUT" . 2>/dev/null &&
   mv "$OUT/../.gpu-e2e-logs.$$.tar.gz" "$OUT/all-logs.tar.gz"
 if [[ ${GPU_E2E_COMPACT:-0} == 1 ]]; then
   for j in check/check.json check-socket/check.json bench/bench.json torch/torch.json \
-    check-ring/check.json check-line/check.json bench-ring/bench.json bench-line/bench.json; do
+    check-ring/check.json check-line/check.json bench-ring/bench.json bench-line/bench.json \
+    ceiling/ring-traffic-n2.json ceiling/ring-traffic-n3.json ceiling/ring-traffic-n4.json; do
     [[ -f "$OUT/$j" ]] && cp "$OUT/$j" "$OUT/${j//\//-}"
   done
   rm -rf "$OUT/check" "$OUT/check-socket" "$OUT/bench" "$OUT/torch" "$OUT/check-ring" \
-    "$OUT/check-line" "$OUT/bench-ring" "$OUT/bench-line" "$OUT/env.txt"
+    "$OUT/check-line" "$OUT/bench-ring" "$OUT/bench-line" "$OUT/ceiling" "$OUT/env.txt"
   for s in "${STEPS[@]}"; do rm -f "$OUT/${s%% *}.log"; done
   echo "compacted to:" "$OUT"/*
 fi

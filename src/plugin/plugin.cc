@@ -62,6 +62,7 @@ tcp::TcpOptions tcp_options(const Settings& s) {
   opt.streams = static_cast<size_t>(s.tcp_streams);
   opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
   opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
+  opt.eager_bytes = static_cast<size_t>(s.tcp_eager_bytes);
   opt.user_timeout_ms = s.tcp_user_timeout_ms;
   opt.io_threads = s.tcp_io_threads >= 0 ? static_cast<size_t>(s.tcp_io_threads)
                                          : tcp::auto_io_threads(tcp::usable_cpus());

@@ -70,6 +70,10 @@ struct SettingEnum<RelayScope> {
   X(int64_t, tcp_inline_bytes, "NCCL_MESH_TCP_INLINE_BYTES", 65536, 0, 16777216,                  \
     "Messages up to this size travel inline on the control socket with their header, "            \
     "progressed by NCCL's own thread (lowest latency, no thread hand-off).")                      \
+  X(int64_t, tcp_eager_bytes, "NCCL_MESH_TCP_EAGER_BYTES", 65536, 0, 1048576,                    \
+    "Bytes (headers included) a sender may write before the receiver has posted the matching "    \
+    "receive, instead of waiting for its clear-to-send (saves a one-way trip per small message). "\
+    "Keep it below the receivers' socket buffer (tcp_rmem); 0: every message waits.")             \
   X(int64_t, tcp_user_timeout_ms, "NCCL_MESH_TCP_USER_TIMEOUT_MS", 20000, 0, 3600000,             \
     "TCP_USER_TIMEOUT and keepalive budget: a peer or cable that stops acknowledging for this "   \
     "long turns into an error on the connection (0 = kernel defaults, many minutes).")            \

@@ -69,7 +69,7 @@ int run_rank(Context& ctx) {
   std::vector<Row> rows;
   if (ctx.opt.duration > 0) {
     rows = run_stream(ctx);
-  } else if (ctx.opt.pattern == Pattern::kRingAllreduce) {
+  } else if (is_ring_pattern(ctx.opt.pattern)) {
     rows = run_ring(ctx);
   } else {
     rows = run_pairs(ctx);

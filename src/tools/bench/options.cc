@@ -39,6 +39,12 @@ PATTERNS
                   directions at once and reports the aggregate bandwidth.
   ring-allreduce  float32 sum over all ranks: ring reduce-scatter + all-gather over the plugin,
                   result checked; reports time, algbw and busbw = algbw * 2(N-1)/N.
+  ring-traffic    The same 2(N-1) ring steps with the same messages, every rank sending to its
+                  successor while receiving from its predecessor, N at once, but no reduction
+                  on the CPU: the ceiling of a ring all-reduce over this transport on this
+                  host (NCCL reduces on the GPU, so its ring moves exactly this traffic). The
+                  result is checked (each chunk must hold its owner's input). Compare NCCL's
+                  all_reduce busbw with this pattern's busbw at the same size and rank count.
   --duration S    Streams messages of one size (--sizes, default 1M) between every ordered pair
                   at once for S seconds (fault-injection runs; plugin only, no TCP
                   baseline). A plugin error prints
@@ -90,7 +96,15 @@ uint64_t resolve_size(const std::string& text) {
 }  // namespace
 
 const char* Options::pattern_name() const {
-  return pattern == Pattern::kPairs ? "pairs" : "ring-allreduce";
+  switch (pattern) {
+    case Pattern::kPairs:
+      return "pairs";
+    case Pattern::kRingAllreduce:
+      return "ring-allreduce";
+    case Pattern::kRingTraffic:
+      return "ring-traffic";
+  }
+  return "?";
 }
 
 std::optional<int> parse_options(int argc, char** argv, Options& opt) {
@@ -114,8 +128,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
                  "Multi-host: IP:PORT that rank 0 listens on and the others connect to");
 
   const std::map<std::string, Pattern> patterns{{"pairs", Pattern::kPairs},
-                                                {"ring-allreduce", Pattern::kRingAllreduce}};
-  app.add_option("--pattern", opt.pattern, "pairs | ring-allreduce")
+                                                {"ring-allreduce", Pattern::kRingAllreduce},
+                                                {"ring-traffic", Pattern::kRingTraffic}};
+  app.add_option("--pattern", opt.pattern, "pairs | ring-allreduce | ring-traffic")
       ->transform(CLI::CheckedTransformer(patterns))
       ->default_str("pairs");
   app.add_flag("--bidir", opt.bidir, "pairs: both directions of a pair at once");
@@ -150,7 +165,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
       ->capture_default_str()
       ->check(size_check);
   app.add_option("--slice-bytes", opt.slice_text,
-                 "ring-allreduce: pipeline slice of a ring step over the plugin")
+                 "ring patterns: pipeline slice of a ring step over the plugin")
       ->capture_default_str()
       ->check(size_check);
   app.add_flag("--verify,!--no-verify", opt.verify,
@@ -224,12 +239,15 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
     if (opt.pattern != Pattern::kPairs) return fail("--duration works with --pattern pairs only");
     opt.tcp_baseline = false;  // a fault-injection load: the plugin only
   }
-  if (opt.pattern == Pattern::kRingAllreduce) {
+  if (is_ring_pattern(opt.pattern)) {
     std::vector<uint64_t> kept;
     for (uint64_t s : opt.sizes) {
       if (s >= 4) kept.push_back(s / 4 * 4);
     }
-    if (kept.empty()) return fail("ring-allreduce needs sizes of at least 4 bytes (one float)");
+    if (kept.empty()) {
+      return fail(
+          fmt::format("{} needs sizes of at least 4 bytes (one float)", opt.pattern_name()));
+    }
     opt.sizes = std::move(kept);
   }
   const bool multi_host = opt.rank >= 0 || !opt.rendezvous.empty();

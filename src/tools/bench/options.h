@@ -8,7 +8,13 @@
 
 namespace mesh::bench {
 
-enum class Pattern { kPairs, kRingAllreduce };
+enum class Pattern { kPairs, kRingAllreduce, kRingTraffic };
+
+// The ring patterns share their code (ring.cc): ring-traffic is ring-allreduce without the
+// arithmetic.
+inline bool is_ring_pattern(Pattern p) {
+  return p == Pattern::kRingAllreduce || p == Pattern::kRingTraffic;
+}
 
 struct Options {
   // The plugin.

@@ -78,12 +78,12 @@ std::string cell_bw(double v, int width) {
 }
 
 std::string pair_label(const Row& r) {
-  if (r.pattern == "ring-allreduce") return "all";
+  if (r.pattern.rfind("ring-", 0) == 0) return "all";
   return fmt::format("{}{}{}", r.src, r.pattern == "pairs-bidir" ? "<->" : "->", r.dst);
 }
 
 bool is_ring(const std::vector<Row>& rows) {
-  return !rows.empty() && rows.front().pattern == "ring-allreduce";
+  return !rows.empty() && rows.front().pattern.rfind("ring-", 0) == 0;
 }
 
 std::string csv_num(double v) {
@@ -172,7 +172,7 @@ std::vector<Row> merge_rows(const std::vector<Row>& rows) {
     into.gbps = allreduce_busbw(into.algbw, nranks);
   };
   for (const auto& r : rows) {
-    if (r.pattern != "ring-allreduce") {
+    if (r.pattern.rfind("ring-", 0) != 0) {
       out.push_back(r);
       continue;
     }

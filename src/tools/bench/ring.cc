@@ -38,15 +38,20 @@ void add_into(float* dst, const float* src, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] += src[i];
 }
 
+// Where a ring step's incoming chunk goes: added into the destination (reduce-scatter), into
+// the destination as is (all-gather), or into tmp and dropped (ring-traffic's reduce-scatter:
+// the same bytes on the wire, no arithmetic).
+enum class Landing { kReduce, kInPlace, kDrop };
+
 // How one ring step moves a chunk: implemented over the plugin and over TCP.
 class RingTransport {
  public:
   virtual ~RingTransport() = default;
   virtual const char* name() const = 0;
   // Sends `send_count` floats to the next rank, receives `recv_count` from the previous one
-  // into `dst`, adding them to what is there when `reduce`.
+  // into `dst` as `landing` says.
   virtual void step(const float* send, size_t send_count, float* dst, size_t recv_count,
-                    bool reduce) = 0;
+                    Landing landing) = 0;
 };
 
 class PluginRing final : public RingTransport {
@@ -62,7 +67,9 @@ class PluginRing final : public RingTransport {
   const char* name() const override { return "plugin"; }
 
   void step(const float* send, size_t send_count, float* dst, size_t recv_count,
-            bool reduce) override {
+            Landing landing) override {
+    const bool reduce = landing == Landing::kReduce;
+    const bool to_tmp = landing != Landing::kInPlace;
     const size_t n_send = (send_count + slice_floats_ - 1) / slice_floats_;
     const size_t n_recv = (recv_count + slice_floats_ - 1) / slice_floats_;
     size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
@@ -71,10 +78,10 @@ class PluginRing final : public RingTransport {
     auto len = [&](size_t k, size_t total) {
       return std::min(slice_floats_, total - k * slice_floats_);
     };
-    // Reduce-scatter slices land in tmp (one slot per window entry) and are added into dst;
-    // all-gather slices land in place.
+    // Reduce-scatter slices land in tmp (one slot per window entry) and are added into dst
+    // (ring-traffic: dropped); all-gather slices land in place.
     auto recv_ptr = [&](size_t k) {
-      return reduce ? buf_.tmp + (k % static_cast<size_t>(window_)) * slice_floats_
+      return to_tmp ? buf_.tmp + (k % static_cast<size_t>(window_)) * slice_floats_
                     : dst + k * slice_floats_;
     };
     const size_t w = static_cast<size_t>(window_);
@@ -150,10 +157,10 @@ class TcpRing final : public RingTransport {
   const char* name() const override { return "tcp"; }
 
   void step(const float* send, size_t send_count, float* dst, size_t recv_count,
-            bool reduce) override {
-    float* landing = reduce ? buf_.tmp : dst;
-    tcp_ring_exchange(ctx_, next_, send, send_count * 4, prev_, landing, recv_count * 4);
-    if (reduce) add_into(dst, landing, recv_count);
+            Landing landing) override {
+    float* into = landing == Landing::kInPlace ? dst : buf_.tmp;
+    tcp_ring_exchange(ctx_, next_, send, send_count * 4, prev_, into, recv_count * 4);
+    if (landing == Landing::kReduce) add_into(dst, into, recv_count);
   }
 
  private:
@@ -163,40 +170,75 @@ class TcpRing final : public RingTransport {
   int prev_ = 0;
 };
 
-// One out-of-place all-reduce of `count` floats: buf.send -> buf.recv.
-void allreduce(Context& ctx, RingTransport& t, const RingBuffers& buf, size_t count) {
+// One out-of-place all-reduce of `count` floats: buf.send -> buf.recv. Without `arithmetic`
+// (ring-traffic) every step moves the same bytes but the host does no work on them: no copy of
+// the input into the output, nothing added; the reduce-scatter's incoming chunks land in tmp and
+// are dropped, and the all-gather forwards each rank's own input (see traffic_owner()).
+void allreduce(Context& ctx, RingTransport& t, const RingBuffers& buf, size_t count,
+               bool arithmetic) {
   const int n = ctx.nranks;
   const int r = ctx.rank;
-  std::memcpy(buf.recv, buf.send, count * sizeof(float));
-  auto run_step = [&](int send_chunk, int recv_chunk, bool reduce) {
+  if (arithmetic) std::memcpy(buf.recv, buf.send, count * sizeof(float));
+  // ring-traffic sends its own chunks straight from the input.
+  const float* own = arithmetic ? buf.recv : buf.send;
+  auto run_step = [&](const float* from, int send_chunk, int recv_chunk, Landing landing) {
     const size_t sb = chunk_begin(count, n, send_chunk);
     const size_t se = chunk_begin(count, n, send_chunk + 1);
     const size_t rb = chunk_begin(count, n, recv_chunk);
     const size_t re = chunk_begin(count, n, recv_chunk + 1);
     // Chunk lengths are the same on every rank, so an empty chunk is skipped on both ends.
-    t.step(buf.recv + sb, se - sb, buf.recv + rb, re - rb, reduce);
+    t.step(from + sb, se - sb, buf.recv + rb, re - rb, landing);
   };
   for (int s = 0; s < n - 1; ++s) {  // reduce-scatter: rank r ends with chunk r+1 complete
-    run_step(((r - s) % n + n) % n, ((r - s - 1) % n + n) % n, true);
+    run_step(own, ((r - s) % n + n) % n, ((r - s - 1) % n + n) % n,
+             arithmetic ? Landing::kReduce : Landing::kDrop);
   }
   for (int s = 0; s < n - 1; ++s) {  // all-gather
-    run_step(((r + 1 - s) % n + n) % n, ((r - s) % n + n) % n, false);
+    run_step(s == 0 ? own : buf.recv, ((r + 1 - s) % n + n) % n, ((r - s) % n + n) % n,
+             Landing::kInPlace);
   }
 }
 
+// ring-traffic: whose input chunk c holds at the end. The all-gather's first step sends the
+// chunk a rank completed in the reduce-scatter (rank r: chunk r+1), which without arithmetic is
+// its own input; everyone then forwards what it received, so chunk c is rank c-1's input. A
+// rank's own chunk r+1 never travels to it and is not written (no host copy), so not checked.
+int traffic_owner(int chunk, int nranks) {
+  return (chunk + nranks - 1) % nranks;
+}
+
 void check_result(Context& ctx, const char* transport, const RingBuffers& buf, size_t count,
-                  uint64_t round) {
-  const auto bad = check_allreduce(buf.recv, count, ctx.nranks, round);
-  if (!bad) return;
-  ctx.report_failure(fmt::format("{} ring all-reduce of {} floats: element {} is {}, expected {}",
-                                 transport, count, *bad, buf.recv[*bad],
-                                 allreduce_expected(ctx.nranks, *bad, round)));
+                  uint64_t round, bool arithmetic) {
+  if (arithmetic) {
+    const auto bad = check_allreduce(buf.recv, count, ctx.nranks, round);
+    if (!bad) return;
+    ctx.report_failure(fmt::format("{} ring all-reduce of {} floats: element {} is {}, expected {}",
+                                   transport, count, *bad, buf.recv[*bad],
+                                   allreduce_expected(ctx.nranks, *bad, round)));
+    return;
+  }
+  for (int c = 0; c < ctx.nranks; ++c) {
+    const int owner = traffic_owner(c, ctx.nranks);
+    if (owner == ctx.rank) continue;
+    for (size_t i = chunk_begin(count, ctx.nranks, c); i < chunk_begin(count, ctx.nranks, c + 1);
+         ++i) {
+      const float want = allreduce_input(owner, i, round);
+      if (buf.recv[i] != want) {
+        ctx.report_failure(
+            fmt::format("{} ring traffic of {} floats: element {} (chunk {}) is {}, expected rank "
+                        "{}'s input {}",
+                        transport, count, i, c, buf.recv[i], owner, want));
+        return;
+      }
+    }
+  }
 }
 
 }  // namespace
 
 std::vector<Row> run_ring(Context& ctx) {
   const auto& opt = ctx.opt;
+  const bool arithmetic = opt.pattern == Pattern::kRingAllreduce;
   const uint64_t max_bytes = *std::max_element(opt.sizes.begin(), opt.sizes.end());
   const uint64_t chunk_max = (max_bytes / 4 + static_cast<uint64_t>(ctx.nranks) - 1) /
                              static_cast<uint64_t>(ctx.nranks) * 4;
@@ -224,8 +266,9 @@ std::vector<Row> run_ring(Context& ctx) {
       transports.push_back(std::make_unique<TcpRing>(ctx, buf));
     } else if (ctx.rank == 0) {
       fmt::print(stderr,
-                 "ring-allreduce: a rank has no TCP path to its ring neighbours; TCP "
-                 "baseline skipped\n");
+                 "{}: a rank has no TCP path to its ring neighbours; TCP "
+                 "baseline skipped\n",
+                 opt.pattern_name());
     }
   }
 
@@ -238,7 +281,7 @@ std::vector<Row> run_ring(Context& ctx) {
     const size_t count = static_cast<size_t>(bytes / 4);
     const IterPlan plan = plan_iterations(bytes, opt.iters, opt.warmup, opt.iter_bytes);
     Row row;
-    row.pattern = "ring-allreduce";
+    row.pattern = opt.pattern_name();
     row.src = ctx.rank;
     row.nranks = ctx.nranks;
     row.bytes = bytes;
@@ -251,17 +294,17 @@ std::vector<Row> run_ring(Context& ctx) {
         ++round;
         if (opt.verify || i == 0) fill_allreduce_input(buf.send, count, ctx.rank, round);
         if (opt.verify) std::memset(buf.tmp, 0xff, buf.tmp_bytes);  // NaN: stale data shows
-        allreduce(ctx, *t, buf, count);
-        if (opt.verify) check_result(ctx, t->name(), buf, count, round);
+        allreduce(ctx, *t, buf, count, arithmetic);
+        if (opt.verify) check_result(ctx, t->name(), buf, count, round, arithmetic);
       }
       ++round;
       fill_allreduce_input(buf.send, count, ctx.rank, round);
       std::memset(buf.tmp, 0xff, buf.tmp_bytes);
       ctx.rdv->barrier();  // start the timed loop together
       const auto t0 = Clock::now();
-      for (int i = 0; i < plan.iters; ++i) allreduce(ctx, *t, buf, count);
+      for (int i = 0; i < plan.iters; ++i) allreduce(ctx, *t, buf, count, arithmetic);
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (opt.verify) check_result(ctx, t->name(), buf, count, round);
+      if (opt.verify) check_result(ctx, t->name(), buf, count, round, arithmetic);
       Measurement m;
       m.time_us = secs / plan.iters * 1e6;
       m.algbw = gbps(bytes, secs / plan.iters);
@@ -275,10 +318,10 @@ std::vector<Row> run_ring(Context& ctx) {
     const double secs = std::chrono::duration<double>(Clock::now() - size_start).count();
     if (ctx.rank == 0 && (secs >= 0.5 || bytes >= (1u << 20))) {
       const Measurement* tcp = row.baseline("tcp");
-      ctx.progress(fmt::format("  all-reduce {:>9}: plugin busbw {:.2f} GB/s{} ({:.1f} s)",
-                               format_size(bytes), row.plugin.gbps,
-                               tcp ? fmt::format(", tcp {:.2f} GB/s", tcp->gbps) : std::string(),
-                               secs));
+      ctx.progress(fmt::format(
+          "  {} {:>9}: plugin busbw {:.2f} GB/s{} ({:.1f} s)",
+          arithmetic ? "all-reduce" : "ring traffic", format_size(bytes), row.plugin.gbps,
+          tcp ? fmt::format(", tcp {:.2f} GB/s", tcp->gbps) : std::string(), secs));
     }
     rows.push_back(std::move(row));
   }

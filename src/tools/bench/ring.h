@@ -4,6 +4,11 @@
 // window, the receive side reducing each slice as it lands; over TCP a step is one poll()
 // exchange of the whole chunk, then the reduction.
 //
+// ring-traffic runs the same steps with the same messages but adds nothing (the reduce-scatter's
+// incoming chunks are dropped): the traffic NCCL's ring all-reduce puts on the network plugin,
+// whose reductions run on the GPU, so its busbw is the ceiling for NCCL's all_reduce over this
+// transport on this host.
+//
 // Verification: warm-up iterations use fresh inputs every time and every result element is
 // checked (a receive buffer still holding old data cannot pass); the timed iterations reuse one
 // input, and their last result is checked.

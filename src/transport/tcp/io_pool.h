@@ -4,9 +4,11 @@
 // (all-to-all over 8 ranks with 4 streams each way was 2 + 2 x 7 x 4 = 58 threads per rank),
 // and a hand-off per message part (mutex, condition variable, futex wake-up) cost more CPU than
 // the copy on small machines (docs/design.md). Here a data stream is attached to one thread for
-// its life; the caller only queues parts (DataStream::push) and kicks the thread if it sleeps,
-// so a busy thread takes new parts without any wake-up. An idle thread sleeps in epoll on its
-// sockets (edge-triggered: readable for receivers, writable for senders) and an eventfd.
+// its life; the caller queues parts (DataStream::push) and kicks the thread if it sleeps, so a
+// busy thread takes new parts without any wake-up. (The caller moves a one-part message itself,
+// tcp_connection.cc: the pool would add a hand-off and no parallel copy.) An idle thread sleeps
+// in epoll on its sockets (edge-triggered: readable for receivers, writable for senders) and an
+// eventfd.
 //
 // With zero threads (the default on machines with fewer than 8 usable cores, see
 // auto_io_threads) no pool exists and the connection's caller moves the bytes itself.

@@ -48,6 +48,7 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
     set_tcp_options(fd.get(), options_.user_timeout_ms);
     streams_.push_back(std::make_unique<DataStream>(std::move(fd), sender, index++, &failure_));
   }
+  assisted_.assign(streams_.size(), false);
   if (IoPool* pool = io_pool(options_.io_threads)) {
     for (auto& s : streams_) {
       owners_.push_back(pool->pick());
@@ -110,14 +111,20 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   progress();
   if (failure_.failed()) return report_failure();
   // Like NCCL's IB transport: until the receiver has posted the matching receive, answer
-  // "retry later" (NULL request) instead of parking the bytes in the socket.
-  if (next_seq_ == cts_received_) return ncclSuccess;
-  const uint64_t capacity = cts_capacity_[next_seq_ % cts_capacity_.size()];
+  // "retry later" (NULL request) instead of parking the bytes in the socket; except for a few
+  // small messages (eager, below), which the receiver's socket buffer holds whenever it posts.
+  const bool cleared = static_cast<int32_t>(cts_received_ - next_seq_) > 0;
+  if (!cleared && !may_send_eagerly(size)) return ncclSuccess;
+  const uint64_t capacity = cleared ? cts_capacity_[next_seq_ % cts_capacity_.size()] : size;
   Request* r = allocate();
   if (r == nullptr) return warn_pool_exhausted(describe(), true);
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
+  if (!cleared) {
+    eager_size_[r->seq % eager_size_.size()] = size;
+    eager_outstanding_ += size + kHeaderSize;
+  }
   uint32_t nparts = choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes);
   MessageHeader h{r->seq, static_cast<uint16_t>(nparts == 0 ? kFlagInline : 0),
                   static_cast<uint16_t>(nparts), size};
@@ -136,7 +143,9 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   }
   order_[(order_head_ + order_count_) % order_.size()] = r;
   ++order_count_;
-  progress();
+  // The clear-to-sends were read a moment ago: only write the header (and inline payload).
+  progress_control(/*read_clear_to_sends=*/false);
+  pump_data();
   *request = r;
   return ncclSuccess;
 }
@@ -163,6 +172,24 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   return ncclSuccess;
 }
 
+// Eager sends. Waiting for the clear-to-send costs a one-way trip whenever the receiver posts
+// at about the time the sender does (every step of a ring, a ping-pong, ranks a little out of
+// step), and NCCL's Socket transport never waits for it. The clear-to-send exists so that a late
+// receiver never leaves bytes in a zero TCP window, where TCP_USER_TIMEOUT would kill a healthy
+// connection; eager bytes are bounded so that this cannot happen: at most eager_bytes (64 KiB by
+// default, headers included) and NCCL_NET_MAX_REQUESTS messages ahead of the clear-to-sends,
+// which the receiver's socket buffer (tcp_rmem's default 128 KiB) takes in whole, so no byte
+// waits in the sender's socket. The receiver needs no change: it reads a header only for a
+// posted receive and checks the size against that buffer before touching it; the sender checks
+// the capacity when the clear-to-send arrives (read_cts) and fails the connection if the message
+// did not fit, as the receiver does.
+bool TcpConnection::may_send_eagerly(size_t size) const {
+  const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
+  return options_.eager_bytes > 0 && charge <= options_.eager_bytes &&
+         eager_outstanding_ + charge <= options_.eager_bytes &&
+         next_seq_ - cts_received_ < static_cast<uint32_t>(eager_size_.size());
+}
+
 bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
   r->parts_pending.store(nparts, std::memory_order_relaxed);
   // Parts go to the streams round-robin, continuing where the previous message stopped: a
@@ -176,7 +203,17 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;
     }
-    if (!owners_.empty()) owners_[s]->notify();
+    // With a pool, the caller moves a one-part message itself (pump_data): the pool would add
+    // a hand-off (eventfd write, thread wake-up before the first byte moves) and no parallel
+    // copy. Messages of several parts (NCCL's large-transfer slices among them) go to the I/O
+    // threads as before: there the caller, NCCL's one proxy thread for every connection, would
+    // otherwise copy a share of all bytes.
+    if (owners_.empty()) continue;
+    if (nparts == 1) {
+      assisted_[s] = true;
+    } else {
+      owners_[s]->notify();
+    }
   }
   next_stream_ = (next_stream_ + nparts) % streams_.size();
   next_pump_ns_ = 0;  // new bytes to move: no back-off for them
@@ -190,6 +227,11 @@ void TcpConnection::progress() {
 
 // Without a pool the caller moves every stream's queued bytes until its socket would block.
 // Parts were queued in sequence order on both sides, so each stream's byte order agrees.
+// With a pool it moves only the streams that carry a one-part message (start_parts), and skips a
+// stream an I/O thread is moving (try_pump): whichever of them holds the stream moves its whole
+// queue in order. Such a part is never left to the caller alone: when its socket would block,
+// the next readable/writable edge wakes the stream's I/O thread too (the caller's failed send or
+// receive armed it), and the caller keeps trying from test().
 //
 // Back-off: NCCL's proxy calls test() in a tight loop, and a pass that finds every socket full
 // (sender) or empty (receiver) is one failed syscall per stream. After such a pass the next one
@@ -197,13 +239,23 @@ void TcpConnection::progress() {
 // moving data from the socket buffers meanwhile (megabytes with autotuning, far more than 16 us
 // of a 100 Gb/s link), so the link stays busy while the caller stops burning CPU on EAGAIN.
 void TcpConnection::pump_data() {
-  if (!owners_.empty()) return;
+  const bool pool = !owners_.empty();
+  if (pool && std::none_of(assisted_.begin(), assisted_.end(), [](bool a) { return a; })) return;
   const int64_t now = monotonic_ns();
   if (now < next_pump_ns_) return;
   bool moved = false;
-  for (auto& s : streams_) {
+  for (size_t i = 0; i < streams_.size(); ++i) {
     if (failure_.failed()) return;
-    if (s->has_work()) moved |= s->pump();
+    DataStream& s = *streams_[i];
+    if (!pool) {
+      if (s.has_work()) moved |= s.pump();
+    } else if (assisted_[i]) {
+      if (s.has_work()) {
+        moved |= s.try_pump();
+      } else {
+        assisted_[i] = false;  // its queue ran empty: the parts the caller took on are done
+      }
+    }
   }
   if (moved) {
     idle_backoff_ns_ = 0;
@@ -214,8 +266,8 @@ void TcpConnection::pump_data() {
   }
 }
 
-void TcpConnection::progress_control() {
-  if (!(sender_ ? read_cts() : flush_cts())) return;
+void TcpConnection::progress_control(bool read_clear_to_sends) {
+  if (sender_ ? read_clear_to_sends && !read_cts() : !flush_cts()) return;
   while (order_count_ > 0 && !failure_.failed()) {
     Request* r = order_[order_head_];
     const bool complete = sender_ ? progress_send(r) : progress_recv(r);
@@ -250,8 +302,8 @@ bool TcpConnection::flush_cts() {
 
 bool TcpConnection::read_cts() {
   for (;;) {
-    const ssize_t n =
-        recv(control_.get(), cts_in_ + cts_in_len_, kCtsSize - cts_in_len_, MSG_DONTWAIT);
+    const size_t asked = sizeof(cts_in_) - cts_in_len_;
+    const ssize_t n = recv(control_.get(), cts_in_ + cts_in_len_, asked, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
     if (n <= 0) {
       fail(ncclRemoteError, n == 0 ? "the peer closed the connection (process exited or closed "
@@ -260,20 +312,42 @@ bool TcpConnection::read_cts() {
       return false;
     }
     cts_in_len_ += static_cast<size_t>(n);
-    if (cts_in_len_ < kCtsSize) continue;
-    cts_in_len_ = 0;
-    const ClearToSend c = decode_cts(cts_in_);
-    // The receiver can have at most NCCL_NET_MAX_REQUESTS receives posted ahead of our sends.
-    if (c.seq != cts_received_ || c.reserved != 0 ||
-        cts_received_ - next_seq_ >= cts_capacity_.size()) {
-      fail(ncclRemoteError, "malformed clear-to-send (sequence " + std::to_string(c.seq) +
-                                ", expected " + std::to_string(cts_received_) +
-                                "): stream corrupted");
+    const size_t whole = cts_in_len_ / kCtsSize * kCtsSize;
+    for (size_t off = 0; off < whole; off += kCtsSize) {
+      if (!apply_cts(decode_cts(cts_in_ + off))) return false;
+    }
+    std::memmove(cts_in_, cts_in_ + whole, cts_in_len_ - whole);
+    cts_in_len_ -= whole;
+    // A short read means the socket was drained: no need for a recv() that says EAGAIN.
+    if (static_cast<size_t>(n) < asked) return true;
+  }
+}
+
+// One clear-to-send record, in sequence order.
+bool TcpConnection::apply_cts(const ClearToSend& c) {
+  // The receiver can have at most NCCL_NET_MAX_REQUESTS receives posted ahead of our sends
+  // (behind them: the messages we sent eagerly).
+  if (c.seq != cts_received_ || c.reserved != 0 ||
+      static_cast<int32_t>(cts_received_ - next_seq_) >=
+          static_cast<int32_t>(cts_capacity_.size())) {
+    fail(ncclRemoteError, "malformed clear-to-send (sequence " + std::to_string(c.seq) +
+                              ", expected " + std::to_string(cts_received_) +
+                              "): stream corrupted");
+    return false;
+  }
+  if (static_cast<int32_t>(c.seq - next_seq_) < 0) {
+    // A message already sent eagerly: its bytes now have a posted buffer.
+    const uint64_t size = eager_size_[c.seq % eager_size_.size()];
+    eager_outstanding_ -= size + kHeaderSize;
+    if (size > c.capacity) {
+      fail(ncclInvalidUsage, oversize_at_sender(size, c.capacity));
       return false;
     }
+  } else {
     cts_capacity_[c.seq % cts_capacity_.size()] = c.capacity;
-    ++cts_received_;
   }
+  ++cts_received_;
+  return true;
 }
 
 // Writes the header (and an inline payload) without blocking; true once all of it is out.
@@ -315,17 +389,11 @@ bool TcpConnection::progress_send(Request* r) {
 // Reads and validates the header, then the inline payload or hands parts to the workers.
 bool TcpConnection::progress_recv(Request* r) {
   while (r->header_done < kHeaderSize) {
-    const ssize_t n = recv(control_.get(), r->header + r->header_done, kHeaderSize - r->header_done,
-                           MSG_DONTWAIT);
-    if (n > 0) {
-      r->header_done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
-    fail(ncclRemoteError, n == 0 ? "the peer closed the connection (process exited or closed "
-                                   "its send comm)"
-                                 : "control socket receive failed: " + errno_text(errno));
-    return false;
+    const ssize_t n = read_control(r->header + r->header_done, kHeaderSize - r->header_done,
+                                   "the peer closed the connection (process exited or closed "
+                                   "its send comm)");
+    if (n <= 0) return false;
+    r->header_done += static_cast<size_t>(n);
   }
   if (!r->header_parsed) {
     const MessageHeader h = decode_header(r->header);
@@ -353,18 +421,39 @@ bool TcpConnection::progress_recv(Request* r) {
   }
   if (!r->inline_payload) return true;
   while (r->payload_done < r->size) {
-    const ssize_t n =
-        recv(control_.get(), r->data + r->payload_done, r->size - r->payload_done, MSG_DONTWAIT);
-    if (n > 0) {
-      r->payload_done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
-    fail(ncclRemoteError, n == 0 ? "the peer closed the connection in the middle of a message"
-                                 : "control socket receive failed: " + errno_text(errno));
-    return false;
+    const ssize_t n = read_control(r->data + r->payload_done, r->size - r->payload_done,
+                                   "the peer closed the connection in the middle of a message");
+    if (n <= 0) return false;
+    r->payload_done += static_cast<size_t>(n);
   }
   return true;
+}
+
+// The receiver's control stream: headers and inline payloads, read through a small stage so
+// that a small message costs one recv() for header and payload together (and several messages
+// that arrived together cost one), instead of one for the header and one for the payload. Large
+// payloads are read straight into the posted buffer once the stage is empty (no second copy).
+// Bytes past the current message stay staged for the next receive. Nothing is written into a
+// posted buffer before its header was validated: the stage is ours.
+ssize_t TcpConnection::read_control(uint8_t* dst, size_t want, const char* eof_what) {
+  if (rx_begin_ == rx_end_) {
+    rx_begin_ = rx_end_ = 0;
+    const bool direct = want >= rx_stage_.size() / 2;
+    const ssize_t n = recv(control_.get(), direct ? dst : rx_stage_.data(),
+                           direct ? want : rx_stage_.size(), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    if (n <= 0) {
+      fail(ncclRemoteError,
+           n == 0 ? std::string(eof_what) : "control socket receive failed: " + errno_text(errno));
+      return -1;
+    }
+    if (direct) return n;
+    rx_end_ = static_cast<size_t>(n);
+  }
+  const size_t k = std::min(want, rx_end_ - rx_begin_);
+  std::memcpy(dst, rx_stage_.data() + rx_begin_, k);
+  rx_begin_ += k;
+  return static_cast<ssize_t>(k);
 }
 
 ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) {
@@ -372,6 +461,15 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
   *done = 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (!is_in_flight(pool_, r)) return warn_not_in_flight(describe());
+  // Finished already (an inline send is usually done inside isend()): report it without a
+  // syscall; the other requests progress from their own test() calls and from isend/irecv.
+  if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0 &&
+      !failure_.failed()) {
+    *done = 1;
+    if (sizes != nullptr) *sizes = reported_size(r->size);
+    r->in_use = false;
+    return ncclSuccess;
+  }
   // Its control bytes are done and its parts are still on the streams: only move data (none
   // with a pool: the I/O threads do). NCCL's proxy thread calls test() in a tight loop over every
   // request in flight; a recv() on the control socket per call costs CPU that the copies need.

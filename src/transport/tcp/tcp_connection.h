@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "handshake/connected_sockets.h"
 #include "transport/connection.h"
 #include "transport/failure_latch.h"
@@ -29,6 +31,9 @@ struct TcpOptions {
   size_t streams = 4;  // NCCL_MESH_TCP_STREAMS, before plan_data_streams (connector only)
   size_t min_chunk = 128 * 1024;
   size_t inline_bytes = 64 * 1024;
+  // Bytes (headers included) a sender may write before the receiver's clear-to-send for them
+  // arrived (NCCL_MESH_TCP_EAGER_BYTES); 0: every message waits for its clear-to-send.
+  size_t eager_bytes = 64 * 1024;
   int64_t user_timeout_ms = 20000;
   size_t io_threads = 0;  // NCCL_MESH_TCP_IO_THREADS resolved; 0: the caller moves the data
 };
@@ -66,12 +71,14 @@ class TcpConnection final : public Connection {
 
   Request* allocate();
   void progress();  // advances the control socket (and, without a pool, the data); holds mu_
-  void progress_control();
+  void progress_control(bool read_clear_to_sends = true);
   void pump_data();  // without a pool: moves data bytes on the caller's thread
   bool flush_cts();  // receiver: writes queued clear-to-sends
   bool read_cts();   // sender: reads clear-to-sends
+  bool apply_cts(const ClearToSend& c);
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
+  ssize_t read_control(uint8_t* dst, size_t want, const char* eof_what);
   bool start_parts(Request* r, uint16_t nparts);
   void fail(ncclResult_t code, const std::string& why);
   ncclResult_t report_failure();
@@ -83,6 +90,8 @@ class TcpConnection final : public Connection {
   UniqueFd control_;
   std::vector<std::unique_ptr<DataStream>> streams_;
   std::vector<IoThread*> owners_;  // the I/O thread of each stream (empty without a pool)
+  // With a pool: streams that carry a one-part message, which the caller moves (pump_data).
+  std::vector<bool> assisted_;
   // Without a pool: when pump_data() may try the sockets again after a pass that moved nothing.
   static constexpr int64_t kMaxIdleBackoffNs = 16000;
   int64_t next_pump_ns_ = 0;
@@ -100,10 +109,21 @@ class TcpConnection final : public Connection {
   // record, and the capacity announced for each sequence number still to be sent.
   std::array<uint8_t, NCCL_NET_MAX_REQUESTS * kCtsSize> cts_out_{};
   size_t cts_out_len_ = 0;
-  uint8_t cts_in_[kCtsSize] = {};
+  // Clear-to-sends are read in batches (one recv() for every record that has arrived).
+  uint8_t cts_in_[NCCL_NET_MAX_REQUESTS * kCtsSize] = {};
   size_t cts_in_len_ = 0;
   uint32_t cts_received_ = 0;  // sender: messages the receiver has cleared
   std::array<uint64_t, NCCL_NET_MAX_REQUESTS> cts_capacity_{};
+  // Sender, eager messages (sent before their clear-to-send): the bytes they charge against
+  // eager_bytes until it arrives, and each one's size, to check against the capacity it brings.
+  bool may_send_eagerly(size_t size) const;
+  uint64_t eager_outstanding_ = 0;
+  std::array<uint64_t, NCCL_NET_MAX_REQUESTS> eager_size_{};
+
+  // Receiver: control-stream bytes read ahead of the request that consumes them (read_control).
+  std::array<uint8_t, 8192> rx_stage_{};
+  size_t rx_begin_ = 0;
+  size_t rx_end_ = 0;
 
   FailureLatch failure_;  // data streams fail() it from the I/O threads
 };

@@ -9,9 +9,11 @@
 // Clear-to-send, receiver -> sender on the same control socket (16 bytes, big-endian), one per
 // posted receive, in order:
 //   [0] u32 sequence number of the receive   [4] u32 reserved (0)   [8] u64 buffer capacity
-// The sender moves a message's bytes only after its clear-to-send arrived. Without it a late
-// receiver (a rank busy computing) leaves the sender's data parked in a zero TCP window, and
-// Linux aborts such a connection after TCP_USER_TIMEOUT even though the peer is alive.
+// The sender moves a message's bytes only after its clear-to-send arrived, except eager messages
+// (tcp_connection.cc: at most NCCL_MESH_TCP_EAGER_BYTES and one request window ahead, which the
+// receiver's socket buffer holds). Without it a late receiver (a rank busy computing) leaves the
+// sender's data parked in a zero TCP window, and Linux aborts such a connection after
+// TCP_USER_TIMEOUT even though the peer is alive.
 #pragma once
 
 #include <cstddef>

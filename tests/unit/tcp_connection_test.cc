@@ -1,0 +1,292 @@
+// TcpConnection's message protocol between a sender and a receiver in one process (socket
+// pairs stand in for the handshake's sockets): eager sends that go out before the receiver has
+// posted (bounded by NCCL_MESH_TCP_EAGER_BYTES and the request window), the size check that an
+// eager send still gets, and the receiver's staged control stream (several messages read at
+// once, each handed to its own receive, a large inline payload read straight into its buffer).
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "transport/tcp/tcp_connection.h"
+
+namespace mesh::tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Endpoints {
+  std::unique_ptr<TcpConnection> send;
+  std::unique_ptr<TcpConnection> recv;
+};
+
+Endpoints connect_pair(const TcpOptions& options, size_t streams = 2) {
+  handshake::ConnectedSockets s, r;
+  int fds[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  s.control.reset(fds[0]);
+  r.control.reset(fds[1]);
+  for (size_t i = 0; i < streams; ++i) {
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    s.data.emplace_back(fds[0]);
+    r.data.emplace_back(fds[1]);
+  }
+  s.peer = r.local = "receiver";
+  r.peer = s.local = "sender";
+  Endpoints e;
+  e.send = std::make_unique<TcpConnection>(true, std::move(s), options);
+  e.recv = std::make_unique<TcpConnection>(false, std::move(r), options);
+  return e;
+}
+
+TcpOptions options(size_t eager_bytes) {
+  TcpOptions o;
+  o.user_timeout_ms = 0;
+  o.eager_bytes = eager_bytes;
+  return o;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 13 + (i >> 10));
+  return v;
+}
+
+void* post_send(TcpConnection& c, std::vector<uint8_t>& data) {
+  void* req = nullptr;
+  EXPECT_EQ(c.isend(data.data(), data.size(), 0, nullptr, &req), ncclSuccess);
+  return req;
+}
+
+void* post_recv(TcpConnection& c, std::vector<uint8_t>& buf) {
+  void* data = buf.data();
+  size_t size = buf.size();
+  int tag = 0;
+  MemoryRegion* mr = nullptr;
+  void* req = nullptr;
+  EXPECT_EQ(c.irecv(1, &data, &size, &tag, &mr, &req), ncclSuccess);
+  EXPECT_NE(req, nullptr);
+  return req;
+}
+
+// test() until done (or an error, returned), at most 10 s. *size gets the reported size.
+ncclResult_t wait_done(TcpConnection& c, void* req, int* size = nullptr) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    int done = 0;
+    int sz = 0;
+    const ncclResult_t rc = c.test(static_cast<RequestHeader*>(req), &done, &sz);
+    if (rc != ncclSuccess) return rc;
+    if (done) {
+      if (size != nullptr) *size = sz;
+      return ncclSuccess;
+    }
+    if (Clock::now() > deadline) {
+      ADD_FAILURE() << "request not done after 10 s";
+      return ncclInternalError;
+    }
+    std::this_thread::yield();
+  }
+}
+
+TEST(TcpEager, SmallSendCompletesBeforeTheReceiverPosts) {
+  Endpoints e = connect_pair(options(64 * 1024));
+  auto msg = pattern(1024, 1);
+  // No receive is posted, so no clear-to-send exists: an eager send still goes out and completes.
+  void* sreq = post_send(*e.send, msg);
+  ASSERT_NE(sreq, nullptr) << "a 1 KiB send waited for a clear-to-send";
+  ASSERT_EQ(wait_done(*e.send, sreq), ncclSuccess);
+  std::vector<uint8_t> buf(4096, 0xee);
+  void* rreq = post_recv(*e.recv, buf);
+  int size = 0;
+  ASSERT_EQ(wait_done(*e.recv, rreq, &size), ncclSuccess);
+  EXPECT_EQ(size, 1024);
+  EXPECT_TRUE(std::equal(msg.begin(), msg.end(), buf.begin()));
+  EXPECT_EQ(buf[1024], 0xee) << "bytes past the message were written";
+}
+
+TEST(TcpEager, OffWaitsForTheClearToSend) {
+  Endpoints e = connect_pair(options(0));
+  auto msg = pattern(1024, 2);
+  EXPECT_EQ(post_send(*e.send, msg), nullptr) << "NCCL_MESH_TCP_EAGER_BYTES=0 sent eagerly";
+  std::vector<uint8_t> buf(1024);
+  void* rreq = post_recv(*e.recv, buf);
+  void* sreq = nullptr;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while ((sreq = post_send(*e.send, msg)) == nullptr && Clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_NE(sreq, nullptr);
+  ASSERT_EQ(wait_done(*e.send, sreq), ncclSuccess);
+  ASSERT_EQ(wait_done(*e.recv, rreq), ncclSuccess);
+  EXPECT_EQ(msg, buf);
+}
+
+TEST(TcpEager, BytesAheadOfTheReceiverAreBounded) {
+  constexpr size_t kBudget = 16 * 1024;
+  Endpoints e = connect_pair(options(kBudget));
+  // 1000-byte messages charge 1016 bytes each (header included): 16 fit in 16 KiB, the 17th
+  // must wait for a clear-to-send.
+  std::vector<std::vector<uint8_t>> msgs;
+  for (int i = 0; i < 20; ++i) msgs.push_back(pattern(1000, static_cast<uint8_t>(i)));
+  size_t sent = 0;
+  for (auto& m : msgs) {
+    void* req = post_send(*e.send, m);
+    if (req == nullptr) break;
+    ASSERT_EQ(wait_done(*e.send, req), ncclSuccess);
+    ++sent;
+  }
+  EXPECT_EQ(sent, kBudget / 1016);
+  // A message larger than the budget never goes eagerly.
+  auto big = pattern(kBudget + 1, 9);
+  Endpoints e2 = connect_pair(options(kBudget));
+  EXPECT_EQ(post_send(*e2.send, big), nullptr);
+
+  // The receiver posts: every message arrives in order, and the rest can follow.
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    std::vector<uint8_t> buf(1000);
+    void* rreq = post_recv(*e.recv, buf);
+    if (i >= sent) {
+      void* sreq = nullptr;
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while ((sreq = post_send(*e.send, msgs[i])) == nullptr && Clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      ASSERT_NE(sreq, nullptr) << "message " << i;
+      ASSERT_EQ(wait_done(*e.send, sreq), ncclSuccess);
+    }
+    ASSERT_EQ(wait_done(*e.recv, rreq), ncclSuccess) << "message " << i;
+    EXPECT_EQ(buf, msgs[i]) << "message " << i;
+  }
+}
+
+TEST(TcpEager, AtMostOneRequestWindowOfMessagesAhead) {
+  Endpoints e = connect_pair(options(1024 * 1024));
+  // Empty messages charge only their header: the request window (32) bounds them.
+  std::vector<uint8_t> empty;
+  size_t sent = 0;
+  for (int i = 0; i < 40; ++i) {
+    void* req = nullptr;
+    ASSERT_EQ(e.send->isend(nullptr, 0, 0, nullptr, &req), ncclSuccess);
+    if (req == nullptr) break;
+    ASSERT_EQ(wait_done(*e.send, req), ncclSuccess);
+    ++sent;
+  }
+  EXPECT_EQ(sent, static_cast<size_t>(NCCL_NET_MAX_REQUESTS));
+}
+
+TEST(TcpEager, TooLargeForThePostedBufferFailsBothSides) {
+  Endpoints e = connect_pair(options(64 * 1024));
+  auto msg = pattern(4096, 3);
+  void* sreq = post_send(*e.send, msg);
+  ASSERT_NE(sreq, nullptr);
+  std::vector<uint8_t> buf(1024, 0xee);
+  void* rreq = post_recv(*e.recv, buf);
+  EXPECT_EQ(wait_done(*e.recv, rreq), ncclInvalidUsage);
+  EXPECT_EQ(buf, std::vector<uint8_t>(1024, 0xee)) << "bytes written into a buffer too small";
+  // The sender learns the capacity from the clear-to-send and fails as well.
+  ncclResult_t rc = ncclSuccess;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (rc == ncclSuccess && Clock::now() < deadline) {
+    void* req = nullptr;
+    auto next = pattern(8, 4);
+    rc = e.send->isend(next.data(), next.size(), 0, nullptr, &req);
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(rc, ncclInvalidUsage);
+}
+
+TEST(TcpStagedReceive, MessagesThatArrivedTogetherGoToTheirOwnReceives) {
+  Endpoints e = connect_pair(options(64 * 1024));
+  // Small messages, an empty one, then a 40 KiB inline one (mostly read straight into its
+  // buffer), all sent before any receive is posted: the first receive's read stages the others.
+  std::vector<std::vector<uint8_t>> msgs = {pattern(1, 1), pattern(100, 2), pattern(0, 0),
+                                            pattern(3000, 3), pattern(40 * 1024, 4)};
+  // The last one does not fit the eager budget with the others: let the receiver post first.
+  std::vector<std::vector<uint8_t>> bufs;
+  for (auto& m : msgs) bufs.emplace_back(m.size() + 7, 0xee);
+  std::vector<void*> sreqs;
+  for (size_t i = 0; i + 1 < msgs.size(); ++i) {
+    sreqs.push_back(post_send(*e.send, msgs[i]));
+    ASSERT_NE(sreqs.back(), nullptr) << "message " << i;
+  }
+  std::vector<void*> rreqs;
+  for (auto& b : bufs) rreqs.push_back(post_recv(*e.recv, b));
+  void* last = nullptr;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while ((last = post_send(*e.send, msgs.back())) == nullptr && Clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_NE(last, nullptr);
+  sreqs.push_back(last);
+  for (void* s : sreqs) ASSERT_EQ(wait_done(*e.send, s), ncclSuccess);
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    int size = -1;
+    ASSERT_EQ(wait_done(*e.recv, rreqs[i], &size), ncclSuccess) << "message " << i;
+    EXPECT_EQ(static_cast<size_t>(size), msgs[i].size()) << "message " << i;
+    EXPECT_TRUE(std::equal(msgs[i].begin(), msgs[i].end(), bufs[i].begin())) << "message " << i;
+    EXPECT_EQ(bufs[i][msgs[i].size()], 0xee) << "message " << i << " overran its size";
+  }
+}
+
+// Inline messages and messages of 1, 2 and 3 parts on the data streams, interleaved, receives
+// trailing the sends (some eager, some waiting), every byte checked.
+void exchange_mixed(const TcpOptions& opt) {
+  Endpoints e = connect_pair(opt, 3);
+  std::vector<std::vector<uint8_t>> msgs;
+  for (int i = 0; i < 36; ++i) {
+    const size_t big = (i / 3 % 3 + 1) * 128 * 1024 + static_cast<size_t>(i);  // 1..3 parts
+    const size_t size = i % 3 == 0 ? big : 64 + 97u * static_cast<size_t>(i);
+    msgs.push_back(pattern(size, static_cast<uint8_t>(i)));
+  }
+  std::vector<std::vector<uint8_t>> bufs;
+  for (auto& m : msgs) bufs.emplace_back(m.size());
+  size_t posted = 0, sent = 0, sdone = 0, rdone = 0;
+  std::vector<void*> sreqs(msgs.size()), rreqs(msgs.size());
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (rdone < msgs.size() && Clock::now() < deadline) {
+    // Receives trail the sends by a few messages, so some sends are eager and some wait.
+    if (posted < msgs.size() && posted < sent + 1) {
+      rreqs[posted] = post_recv(*e.recv, bufs[posted]);
+      ++posted;
+    }
+    if (sent < msgs.size() && sent < sdone + 4) {
+      if ((sreqs[sent] = post_send(*e.send, msgs[sent])) != nullptr) ++sent;
+    }
+    int done = 0;
+    if (sdone < sent) {
+      ASSERT_EQ(e.send->test(static_cast<RequestHeader*>(sreqs[sdone]), &done, nullptr),
+                ncclSuccess);
+      if (done) ++sdone;
+    }
+    if (rdone < posted) {
+      int size = 0;
+      ASSERT_EQ(e.recv->test(static_cast<RequestHeader*>(rreqs[rdone]), &done, &size), ncclSuccess);
+      if (done) {
+        EXPECT_EQ(bufs[rdone], msgs[rdone]) << "message " << rdone;
+        ++rdone;
+      }
+    }
+  }
+  EXPECT_EQ(rdone, msgs.size());
+}
+
+TEST(TcpStagedReceive, LargeMessagesOnTheDataStreamsStayInOrderWithInlineOnes) {
+  exchange_mixed(options(64 * 1024));
+}
+
+TEST(TcpIoPool, CallerMovesOnePartMessagesThreadsTheOthersInOrder) {
+  // With a pool the caller moves one-part messages and the I/O threads the others, often on the
+  // same stream: the bytes of every stream must still arrive in order.
+  TcpOptions opt = options(64 * 1024);
+  opt.io_threads = 2;
+  exchange_mixed(opt);
+  EXPECT_TRUE(IoPool::stop_if_idle()) << "a stream is still attached to the pool";
+}
+
+}  // namespace
+}  // namespace mesh::tcp
