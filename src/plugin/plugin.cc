@@ -194,7 +194,10 @@ void Plugin::start_relay_agent() {
         "relay agent not started: %s; peers without a common subnet cannot be reached from "
         "this process",
         why.c_str());
+    return;
   }
+  // This process's listeners are registered with the host's agent (this one or another's).
+  service_.set_relay_registration(relay::agent_socket_name(cfg));
 }
 
 Context* Plugin::legacy_context() {

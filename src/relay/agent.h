@@ -1,18 +1,23 @@
 // The host's relay agent (docs/relay.md). Every plugin process starts one; the process whose
-// agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on 0.0.0.0, without SO_REUSEPORT: one winner
-// per host or namespace) is the host's agent, the others stand by and retry the bind every
-// second, so a host relays while any plugin process lives on it. With bind_interface_addresses
-// (NCCL_MESH_EMULATE, NCCL_MESH_RELAY_SCOPE=process) each process binds its own interfaces'
-// addresses instead and is an agent of its own: one "host" per process, for tests that put
-// several hosts into one network namespace.
+// agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on each mesh interface's address, never on
+// 0.0.0.0 nor the management network, without SO_REUSEPORT: one winner per host or namespace)
+// and the local socket (relay/registry.h) is the host's agent, the others stand by and retry the
+// bind every second, so a host relays while any plugin process lives on it. With
+// bind_interface_addresses (NCCL_MESH_EMULATE, NCCL_MESH_RELAY_SCOPE=process) each process is an
+// agent of its own (its local socket name carries its host id): one "host" per process, for
+// tests that put several hosts into one network namespace.
 //
 // The agent's thread (epoll):
 //  - sends a beacon (relay/beacon.h) every kBeaconIntervalMs on each mesh interface and keeps the
 //    cable graph it learns (relay/link_state.h);
-//  - accepts relay requests (relay/request.h) on the relay port, connects onward (the next agent,
-//    or the destination's handshake port when it shares a subnet with it), and splices the two
-//    sockets (relay/splice.h), at most max_pairs pairs; a request with the RDMA flag, once
-//    connected to the destination, goes to the RDMA forwarder instead (config.rdma_forward).
+//  - accepts relay requests (relay/request.h) on the relay port, connects onward (the next agent;
+//    the destination host's own agent when it shares a subnet with it) and splices the two
+//    sockets (relay/splice.h), at most max_pairs pairs. As the destination host's agent (the
+//    last hop) it connects only to a listener that a plugin process of its host registered on
+//    the local socket, for a request that proves it holds that listener's handle. A request
+//    with the RDMA flag, once the destination's agent answered "ok", goes to the RDMA forwarder
+//    instead of a splice (config.rdma_forward);
+//  - keeps the registrations of this host's plugin processes (relay/registry.h).
 // first_hop() (any thread) says where a connection of this process to a non-adjacent peer goes
 // first: the next hop of a shortest path when this process is the agent, else the host's agent.
 #pragma once
@@ -28,6 +33,7 @@
 
 #include "relay/link_state.h"
 #include "relay/rdma_handoff.h"
+#include "relay/registry.h"
 #include "relay/request.h"
 #include "relay/routes.h"
 #include "topology/interface.h"
@@ -50,7 +56,12 @@ struct AgentConfig {
   // destination, has connected to it. Unset (no usable RDMA here): such requests are answered
   // kNoRdmaRelay.
   RdmaForwardHook rdma_forward;
+  // The local socket also admits processes of this group (-1: only this user and root).
+  long allowed_gid = -1;
 };
+
+// The local socket name of the agent a process with this config registers with.
+std::string agent_socket_name(const AgentConfig& config);
 
 struct FirstHop {
   Ipv4Prefix local;              // bind here
@@ -97,6 +108,11 @@ class Agent {
   bool try_bind();
   void send_beacons(int64_t now);
   void read_beacons(int fd, int64_t now);
+  void accept_local(int fd);
+  void read_local(int fd);
+  // The last hop: checks the registration and the proof; false after answering the refusal.
+  bool admit_terminal(Pending* p, int64_t now);
+  void on_down_reply(Pending* p);
   void accept_requests(int fd);
   // An event on the upstream socket (reading the request) or the downstream one (connecting).
   void on_pending(Pending* p, bool downstream, uint32_t events, int64_t now);
@@ -124,6 +140,10 @@ class Agent {
   UniqueFd wake_;
   std::vector<UniqueFd> listeners_;
   std::vector<UniqueFd> udp_recv_;
+  UniqueFd local_;                                  // the local socket's listener
+  std::map<int, std::pair<UniqueFd, Target*>> local_clients_;
+  Registry registry_;
+  ReplayCache replays_;
   std::vector<std::pair<UniqueFd, size_t>> udp_send_;  // socket, interface index
   std::vector<std::unique_ptr<Target>> targets_;       // listeners, udp, wake
   std::map<int, std::unique_ptr<Pending>> pending_;    // by upstream fd

@@ -1,0 +1,135 @@
+#include "relay/registrar.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/log.h"
+
+namespace mesh::relay {
+
+void Registrar::configure(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  name_ = name;
+  fd_.reset();
+  next_try_ms_ = 0;
+}
+
+void Registrar::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fd_.reset();
+  live_.clear();
+  queue_.clear();
+}
+
+bool Registrar::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fd_.valid();
+}
+
+void Registrar::add(uint16_t port, const uint8_t* nonce, size_t len) {
+  Registration r;
+  r.port = port;
+  r.tag = relay_listener_tag(nonce, len);
+  r.key = relay_listener_key(nonce, len);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name_.empty()) return;
+  live_[r.tag] = r;
+  if (!fd_.valid() && !connect_locked()) return;  // sent with the others once connected
+  queue_.push_back(r);
+  flush_locked();
+}
+
+void Registrar::remove(uint16_t port, const uint8_t* nonce, size_t len) {
+  Registration r;
+  r.add = false;
+  r.port = port;
+  r.tag = relay_listener_tag(nonce, len);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (live_.erase(r.tag) == 0 || !fd_.valid()) return;
+  queue_.push_back(r);
+  flush_locked();
+}
+
+void Registrar::tick(int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name_.empty() || now_ms < next_try_ms_) return;
+  next_try_ms_ = now_ms + kRegistrarRetryMs;
+  if (fd_.valid()) {
+    pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN))) {
+      drop_locked("the host's relay agent closed its local socket (its process exited?)");
+    }
+  }
+  if (!fd_.valid()) {
+    if (live_.empty() || !connect_locked()) return;
+  }
+  flush_locked();
+}
+
+bool Registrar::connect_locked() {
+  UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return false;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, name_.data(), name_.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size());
+  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    if (!said_missing_) {
+      said_missing_ = true;
+      MESH_INFO(NCCL_INIT | NCCL_NET,
+                "relay: no relay agent on this host's local socket @%s yet (%s); this process's "
+                "listeners are registered once one runs (until then relayed connections to "
+                "them are refused)",
+                name_.c_str() + 1, errno_text(errno).c_str());
+    }
+    return false;
+  }
+  ucred cred{};
+  socklen_t cl = sizeof(cred);
+  if (getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+      !peer_allowed(cred.uid, cred.gid, geteuid(), -1)) {
+    if (!warned_foreign_) {
+      warned_foreign_ = true;
+      MESH_WARN(
+          "relay: the local socket @%s of this host's relay agent belongs to user %u, not to "
+          "this user (%u) or root: not registering this process's listeners with it (another "
+          "user's process holds the relay agent's name: run nccl-mesh-relayd, or stop it)",
+          name_.c_str() + 1, static_cast<unsigned>(cred.uid), static_cast<unsigned>(geteuid()));
+    }
+    return false;
+  }
+  said_missing_ = false;
+  fd_ = std::move(s);
+  queue_.clear();
+  for (const auto& [tag, r] : live_) queue_.push_back(r);
+  MESH_INFO(NCCL_INIT | NCCL_NET, "relay: registered with this host's relay agent (@%s, pid %d)",
+            name_.c_str() + 1, static_cast<int>(cred.pid));
+  return true;
+}
+
+void Registrar::flush_locked() {
+  while (fd_.valid() && !queue_.empty()) {
+    uint8_t m[kRegistrationSize];
+    encode_registration(queue_.front(), m);
+    const ssize_t n = send(fd_.get(), m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;  // the next tick
+    if (n < 0) {
+      drop_locked("sending a registration failed");
+      return;
+    }
+    queue_.pop_front();
+  }
+}
+
+void Registrar::drop_locked(const char* why) {
+  MESH_INFO(NCCL_NET, "relay: %s; registering again with the next agent", why);
+  fd_.reset();
+  queue_.clear();
+}
+
+}  // namespace mesh::relay
