@@ -176,6 +176,7 @@ void Plugin::start_relay_agent() {
   cfg.bind_interface_addresses = !s.emulate.empty() || s.relay_scope == RelayScope::kProcess;
   cfg.user_timeout_ms = s.tcp_user_timeout_ms;
   cfg.connect_timeout_ms = std::min<int64_t>(s.connect_timeout_ms, 10000);
+  cfg.route_wait_ms = s.connect_timeout_ms;
   std::string why;
   if (rdma_.any_usable()) {
     rdma::ForwarderOptions fo;

@@ -24,7 +24,6 @@ namespace {
 
 constexpr int64_t kBindRetryMs = 1000;
 constexpr int64_t kRequestTimeoutMs = 10000;  // an accepted socket must send its request by then
-constexpr int64_t kConvergeMs = 6000;         // after this long, a missing route is an error
 // Routes are given out only this long after the agent bound its port: beacons travel one cable
 // per interval, so a ring or line of a few hosts has then seen every equal-cost path.
 constexpr int64_t kSettleMs = 2500;
@@ -368,8 +367,11 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     hosts = state_->hosts();
   }
   if (!find_route(hosts, self_id_, dest, config_.pins, &r, why)) {
-    return monotonic_ms() - std::max(bound_ms, since_ms) < kConvergeMs ? HopStatus::kWait
-                                                                       : HopStatus::kFail;
+    // A missing route is a failure only at the connect's deadline (NCCL_MESH_CONNECT_TIMEOUT_MS):
+    // a relay host may start late, or beacons be lost behind a saturated cable for a while.
+    return monotonic_ms() - std::max(bound_ms, since_ms) < config_.route_wait_ms
+               ? HopStatus::kWait
+               : HopStatus::kFail;
   }
   if (r.hops > kDefaultHopLimit + 1) {
     *why = "the route is " + std::to_string(r.hops) + " cables long (at most " +
@@ -629,7 +631,12 @@ void Agent::finish_pending(Pending* p, ReplyCode code, const std::string& why) {
     p->down.reset();
   }
   p->dead = true;
-  if (code != ReplyCode::kOk && !why.empty())
+  if (code == ReplyCode::kNoRoute) {
+    // While beacons converge (a host that started late, lost beacons) a relay may not know a
+    // route yet: the connector retries until its deadline and WARNs then, naming the route.
+    MESH_INFO(NCCL_NET, "relay: relay request from %s: %s (the connector retries)",
+              p->from.c_str(), why.c_str());
+  } else if (code != ReplyCode::kOk && !why.empty())
     warn_limited(std::string("refuse-") + std::to_string(static_cast<int>(code)),
                  "relay request from " + p->from + ": " + why, monotonic_ms());
 }

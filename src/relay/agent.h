@@ -50,6 +50,9 @@ struct AgentConfig {
   int64_t user_timeout_ms = 20000;    // TCP_USER_TIMEOUT on relayed sockets
   int64_t connect_timeout_ms = 5000;  // onward connect of one relayed socket
   size_t max_pairs = 512;             // relayed socket pairs at once ("busy" beyond)
+  // A missing route fails a connect only this long after it began asking (and after the agent
+  // bound its port): NCCL_MESH_CONNECT_TIMEOUT_MS.
+  int64_t route_wait_ms = 30000;
   size_t buffer_bytes = 256 * 1024;   // per direction of each pair
   std::vector<RoutePin> pins;         // NCCL_MESH_RELAY_VIA
   // RDMA relay: takes the sockets of a request with the RDMA flag once the agent, next to the
@@ -92,8 +95,8 @@ class Agent {
   // still be converging: a route found then might miss an equal-cost path); kFail: the graph is
   // complete enough to say there is no path (*why names what is missing).
   // `since_ms` (monotonic): when the connect began asking; a missing route is a failure only
-  // 6 s after both it and the agent's start (a peer whose agent started a moment ago
-  // is not in the graph yet).
+  // config.route_wait_ms (the connect timeout) after both it and the agent's start (a peer whose
+  // agent starts late is not in the graph yet).
   HopStatus first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
                       std::string* why, int64_t since_ms = 0);
 

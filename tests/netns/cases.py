@@ -503,9 +503,10 @@ RELAY_ROUTE_MIN = 0.2      # each way round the ring carries >= 20% of a relayed
 
 
 @contextlib.contextmanager
-def relay_holders(F, build, topo, hosts, label, env=None):
+def relay_holders(F, build, topo, hosts, label, env=None, listen=()):
     """A plugin process (relay_holder.py) in each of `hosts`, so those hosts relay while a bench
-    job runs elsewhere; stopped (stdin closed) on exit."""
+    job runs elsewhere; stopped (stdin closed) on exit. Holders in `listen` also open a listen
+    comm and print its handle."""
     procs = []
     e = dict(os.environ)
     e.update({"NCCL_MESH_IFNAME": "^mgmt", "NCCL_DEBUG": "INFO"})
@@ -524,7 +525,8 @@ def relay_holders(F, build, topo, hosts, label, env=None):
         for h in hosts:
             out = open(os.path.join(build.logdir, f"{label}.holder.{h}.log"), "w")
             procs.append((h, out, subprocess.Popen(
-                ["ip", "netns", "exec", topo.ns(h), sys.executable, HOLDER, build.plugin],
+                ["ip", "netns", "exec", topo.ns(h), sys.executable, HOLDER, build.plugin]
+                + (["--listen"] if h in listen else []),
                 env=e, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)))
         deadline = time.monotonic() + 10 * build.time_scale
         for h, out, p in procs:
@@ -817,6 +819,104 @@ def line5(F, build, prefix):
             check_relay_cable_bytes(F, topo, job, d,
                                     [("a", topo.cables_between("a", "b")[0].end("a").ifname),
                                      ("e", topo.cables_between("d", "e")[0].end("e").ifname)])
+
+
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "relay_probe.py")
+BANNER = b"SSH-2.0-not-nccl-mesh\r\n"
+
+
+def relay_probe(topo, host, relay, dest, port, mode, nonce_hex=""):
+    """relay_probe.py in `host`'s namespace: one hand-made relay request; its JSON answer."""
+    argv = ["ip", "netns", "exec", topo.ns(host), sys.executable, PROBE, relay, "18515", dest,
+            str(port), mode] + ([nonce_hex] if nonce_hex else [])
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"code": None, "extra": "", "error": f"probe failed: {r.stdout} {r.stderr}"}
+
+
+@case
+def relay_auth(F, build, prefix):
+    """The relay is no open proxy (docs/relay.md, threat model; review 1 finding 5). line5,
+    plugin processes on b and c (c's with an open listen comm), a plain TCP service on c:2222
+    that greets with a banner. Python in a's namespace asks b's relay agent, by hand, to relay
+    to c: for port 2222 (old unauthenticated format, and the new one with a proof from a random
+    nonce), for c's listener with a proof made without its handle: each refused with its reply
+    code (not registered / bad proof), the banner never comes back, and c's agent WARNs; for c's
+    listener with the handle's proof: "ok" (the control). The relay port is closed on b's
+    management address."""
+    if not require_build(F, build):
+        return
+    with topology("line5", prefix) as topo:
+        c_addr = "198.18.31.2"  # c on the b-c cable (/30)
+        banner = subprocess.Popen(
+            ["ip", "netns", "exec", topo.ns("c"), sys.executable, "-c",
+             "import socket,sys\n"
+             "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             "s.bind(('0.0.0.0', 2222)); s.listen(16); print('up', flush=True)\n"
+             "while True:\n"
+             "    c, _ = s.accept(); c.sendall(%r); c.close()\n" % BANNER],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            banner.stdout.readline()
+            with relay_holders(F, build, topo, ["b", "c"], "relay-auth", listen=("c",)) as procs:
+                c_log = [out.name for h, out, p in procs if h == "c"][0]
+                nonce = ""
+                deadline = time.monotonic() + 10 * build.time_scale
+                while time.monotonic() < deadline and not nonce:
+                    with open(c_log, errors="replace") as f:
+                        m = re.search(r"^handle ([0-9a-f]{256})$", f.read(), re.M)
+                    if m:
+                        nonce = m.group(1)[16:48]  # handle bytes [8,24): the nonce
+                        lport = int(m.group(1)[12:16], 16)  # bytes [6,8): the handshake port
+                    time.sleep(0.1)
+                if not F.check(bool(nonce), f"c's holder printed its listen handle ({c_log})"):
+                    return
+                time.sleep(3 * build.time_scale)  # beacons: b learns the graph
+                dest = f"{c_addr}/30"
+                banner_hex = BANNER.hex()
+                for mode, port, nonce_arg, want, what in [
+                        ("v1", 2222, "", None, "an unauthenticated (old format) request for "
+                                               "c:2222"),
+                        ("random", 2222, "", 8, "a request for c:2222 (not a plugin listener)"),
+                        ("badkey", lport, nonce, 9, f"a request for c's listener :{lport} "
+                                                    "without its handle's proof"),
+                        ("good", lport, nonce, 1, f"a request for c's listener :{lport} with "
+                                                  "its handle's proof (control)")]:
+                    r = relay_probe(topo, "a", "198.18.30.2", dest, port, mode, nonce_arg)
+                    log(f"  probe {mode} port {port}: {r}")
+                    F.check(banner_hex not in r["extra"] and r["error"] == "",
+                            f"{what}: the banner never comes back ({r})")
+                    if want is None:
+                        F.check(r["code"] != 1, f"{what}: not 'ok' ({r})")
+                    else:
+                        F.check(r["code"] == want, f"{what}: reply code {want} ({r})")
+                time.sleep(0.5)
+                with open(c_log, errors="replace") as f:
+                    text = f.read()
+                F.check(re.search(r"WARN.*refused a relay request for port 2222: no plugin "
+                                  r"listener", text) is not None,
+                        "c's relay agent WARNs the request for port 2222")
+                F.check(re.search(rf"WARN.*refused a relay request for port {lport}: its proof",
+                                  text) is not None,
+                        "c's relay agent WARNs the request without the handle's proof")
+                # The agent port on the management network: closed (refused), not accepted.
+                mg = topo.mgmt_addr("b")
+                r = subprocess.run(
+                    ["ip", "netns", "exec", topo.ns("a"), sys.executable, "-c",
+                     "import socket,sys\n"
+                     "try:\n"
+                     f"    socket.create_connection(('{mg}', 18515), timeout=3); print('open')\n"
+                     "except ConnectionRefusedError: print('refused')\n"
+                     "except OSError as e: print('error', e)\n"],
+                    capture_output=True, text=True, timeout=30)
+                F.check(r.stdout.strip() == "refused",
+                        f"b's relay port on its management address {mg} is closed "
+                        f"({r.stdout.strip()})")
+        finally:
+            banner.kill()
+            banner.wait()
 
 
 def relay_fault_case(F, build, prefix, fault: str):

@@ -31,6 +31,7 @@ AgentConfig config_for(size_t rank, size_t ranks) {
   c.interfaces = topology::emulated_interfaces(m);
   c.bind_interface_addresses = true;
   c.connect_timeout_ms = 2000;
+  c.route_wait_ms = 4000;  // the connect timeout: a missing route fails only then
   return c;
 }
 
@@ -189,6 +190,10 @@ TEST_F(RelayAgentTest, HostileAndUnroutableRequestsGetTheirStatus) {
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kConnectFailed));
   }
+  // The middle agent spliced that last request to the destination's agent (whose refusal came
+  // back through it); the splice closes once the refusal's EOF arrives.
+  for (int i = 0; i < 50 && agents[1].pairs() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(agents[1].pairs(), 0u);
 }
 
@@ -360,8 +365,8 @@ TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {
   agents[1].stop();  // the middle host goes: after expiry, 2 is unreachable from 0
   const auto dest = topology::emulated_addresses({topology::EmulatedShape::kLine, 3, 2});
   std::string why;
-  // Within the expiry (3 s) the route goes; once the agent has run past its convergence grace
-  // (6 s) the answer is a failure instead of "wait".
+  // Within the expiry (3 s) the route goes; once the agent has run past the connect timeout
+  // (route_wait_ms, 4 s here) the answer is a failure instead of "wait".
   HopStatus st = HopStatus::kOk;
   for (int i = 0; i < 100 && st != HopStatus::kFail; ++i) {
     st = agents[0].first_hop(dest, 0, &hop, &why);
