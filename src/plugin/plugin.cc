@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "handshake/handle.h"
+#include "relay/cluster_key.h"
 #include "topology/emulated_mesh.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
@@ -185,6 +186,15 @@ void Plugin::start_relay_agent() {
     forwarder_.configure(fo);
     rdma::RelayForwarder* fw = &forwarder_;
     cfg.rdma_forward = [fw](relay::RdmaHandoff& h, std::string* w) { return fw->adopt(h, w); };
+  }
+  if (!s.relay_key_file.empty() &&
+      !relay::load_cluster_key(s.relay_key_file, &cfg.cluster_key, &why)) {
+    // Never run unauthenticated when the user asked for a key: no relay agent at all.
+    MESH_WARN(
+        "relay agent not started: NCCL_MESH_RELAY_KEY_FILE: %s; peers without a common subnet "
+        "cannot be reached from this process",
+        why.c_str());
+    return;
   }
   if (!relay::parse_route_pins(s.relay_via, &cfg.pins, &why)) {
     MESH_WARN("NCCL_MESH_RELAY_VIA=%s ignored: %s", s.relay_via.c_str(), why.c_str());

@@ -28,6 +28,7 @@ constexpr int64_t kRequestTimeoutMs = 10000;  // an accepted socket must send it
 // per interval, so a ring or line of a few hosts has then seen every equal-cost path.
 constexpr int64_t kSettleMs = 2500;
 constexpr int64_t kWarnEveryMs = 10000;
+constexpr int kMaxBeaconsPerSecond = 20;
 
 uint32_t seq_floor() {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -124,6 +125,7 @@ bool Agent::start(const AgentConfig& config, std::string* why) {
     return false;
   }
   state_ = std::make_unique<LinkState>(addrs, seq_floor());
+  state_->set_key(config_.cluster_key);
   self_id_ = state_->self_id();
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -321,6 +323,21 @@ void Agent::read_beacons(int fd, int64_t now) {
                                reinterpret_cast<sockaddr*>(&from), &len);
     if (n < 0) return;
     const uint32_t source = ntohl(from.sin_addr.s_addr);
+    // At most kMaxBeaconsPerSecond from one address: a neighbour (or anything on a mesh
+    // subnet) flooding the port costs a bounded amount of decoding, and the table never churns.
+    if (beacon_rate_.size() > 1024) beacon_rate_.clear();  // bounded: spoofed sources
+    auto& [second, count] = beacon_rate_[source];
+    if (now / 1000 != second) {
+      second = now / 1000;
+      count = 0;
+    }
+    if (++count > kMaxBeaconsPerSecond) {
+      warn_limited("beacon-rate",
+                   "dropping beacons from " + format_ipv4(source) + ": more than " +
+                       std::to_string(kMaxBeaconsPerSecond) + " a second (an agent sends 2)",
+                   now);
+      continue;
+    }
     Beacon b;
     std::string why;
     if (!decode_beacon(buf.data(), static_cast<size_t>(n), &b, &why)) {
@@ -332,9 +349,24 @@ void Agent::read_beacons(int fd, int64_t now) {
                    now);
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!state_->receive(b, source, now, &why))
+    size_t dropped = 0;
+    bool ok;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ok = state_->receive(b, source, now, &why, &dropped);
+    }
+    if (!ok) {
       warn_limited("beacon-source", "ignored a beacon: " + why, now);
+    } else if (dropped > 0) {
+      warn_limited("beacon-entries",
+                   "dropped " + std::to_string(dropped) + " entr" + (dropped == 1 ? "y" : "ies") +
+                       " of a beacon from " + format_ipv4(source) +
+                       (config_.cluster_key.empty()
+                            ? ": they claim addresses of this host or of the sender"
+                            : ": not signed with the cluster key, or claiming addresses of this "
+                              "host or of the sender"),
+                   now);
+    }
   }
 }
 

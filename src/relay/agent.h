@@ -61,6 +61,8 @@ struct AgentConfig {
   RdmaForwardHook rdma_forward;
   // The local socket also admits processes of this group (-1: only this user and root).
   long allowed_gid = -1;
+  // Cluster key (relay/cluster_key.h): beacons signed and verified with it. Empty: none.
+  ClusterKey cluster_key;
 };
 
 // The local socket name of the agent a process with this config registers with.
@@ -152,6 +154,8 @@ class Agent {
   std::map<int, std::unique_ptr<Pending>> pending_;    // by upstream fd
   std::map<Box*, std::unique_ptr<Box>> boxes_;         // relayed socket pairs
   std::map<std::string, int64_t> warned_;
+  // Beacons accepted per source address in the current second (a flood is dropped).
+  std::map<uint32_t, std::pair<int64_t, int>> beacon_rate_;
   bool warned_truncated_ = false;
   int64_t last_bind_try_ms_ = -1;
   int64_t next_beacon_ms_ = 0;

@@ -234,6 +234,7 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_RELAY_RDMA_SLOT_BYTES",
                                       "NCCL_MESH_RELAY_VIA",
                                       "NCCL_MESH_RELAY_SCOPE",
+                                      "NCCL_MESH_RELAY_KEY_FILE",
                                       "NCCL_MESH_EMULATE"};
   EXPECT_EQ(asked, want);
 }
@@ -337,6 +338,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_RELAY_PORT", "integer", "18515", "1..65535"},
       {"NCCL_MESH_RELAY_VIA", "string", "", ""},
       {"NCCL_MESH_RELAY_SCOPE", "enum", "host", "host, process"},
+      {"NCCL_MESH_RELAY_KEY_FILE", "string", "", ""},
       {"NCCL_MESH_EMULATE", "string", "", ""},
   };
   const std::vector<SettingInfo> table = setting_table();
@@ -379,6 +381,7 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_IFNAME", &Settings::ifname},
       {"NCCL_MESH_EMULATE", &Settings::emulate},
       {"NCCL_MESH_RELAY_VIA", &Settings::relay_via},
+      {"NCCL_MESH_RELAY_KEY_FILE", &Settings::relay_key_file},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;
