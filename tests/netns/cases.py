@@ -58,7 +58,7 @@ CURRENT_CASE = ""
 # the multi-rank and multi-rail data paths. The others repeat those code paths with other
 # topologies (attribution) and would cost ~10 more minutes per lane.
 SANITIZER_CASES = ["triangle-bench3", "dual-link", "fault-setup", "fault-kill", "fault-cut-restore",
-                   "fault-stall", "fault-flood", "ring4", "relay-fault-kill"]
+                   "fault-stall", "fault-flood", "ring4", "relay-fault-kill", "relay-auth"]
 ROWS_FILE = ""           # BUILD/netns-logs/reliability.jsonl (set in main)
 LANE = "release"         # the build's sanitizer lane: release, asan or tsan
 RUN_ID = ""              # this run of the case: rows of older runs are superseded by it
