@@ -4,11 +4,12 @@
 #include <cstring>
 
 #include "handshake/handle.h"
-#include "relay/cluster_key.h"
+#include "relay/agent_config.h"
 #include "topology/emulated_mesh.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
 #include "transport/connection_factory.h"
+#include "transport/rdma/options_from_settings.h"
 #include "transport/rdma/relay_send_connection.h"
 #include "transport/tcp/io_pool.h"
 #include "transport/tcp/stream_plan.h"
@@ -36,18 +37,6 @@ std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
   std::string s;
   for (const auto& i : itfs) s += (s.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
   return s.empty() ? "(none)" : s;
-}
-
-// Each transport's share of the settings table.
-rdma::RdmaOptions rdma_options(const Settings& s) {
-  rdma::RdmaOptions opt;
-  opt.mode = s.transport;
-  opt.gid_index = static_cast<int>(s.gid_index);
-  opt.qps_per_conn = static_cast<size_t>(s.qps_per_conn);
-  opt.qp.timeout = static_cast<int>(s.ib_timeout);
-  opt.qp.retry_cnt = static_cast<int>(s.ib_retry_cnt);
-  opt.host_as_gpu = s.test_host_as_gpu != 0;
-  return opt;
 }
 
 // GPU memory cannot travel over TCP (the plugin links nothing that could read it): a device that
@@ -106,7 +95,7 @@ bool Plugin::discover(std::string* why) {
               devices_[d].name.c_str(), members.c_str(), devices_[d].speed_mbps,
               devices_[d].pci_path.empty() ? "(virtual)" : devices_[d].pci_path.c_str());
   }
-  rdma_.bind(selection_.used, rdma_options(s));
+  rdma_.bind(selection_.used, rdma::rdma_options(s));
   // Fixed from here on: getProperties reports it, and connect/accept refuse TCP on a device
   // that advertised GPU memory, without probing sysfs and verbs devices on every call.
   ptr_support_.clear();
@@ -171,34 +160,18 @@ void Plugin::start_relay_agent() {
   const Settings& s = settings();
   if (s.relay == 0 || relay_.running()) return;
   relay::AgentConfig cfg;
-  cfg.port = static_cast<uint16_t>(s.relay_port);
-  cfg.interfaces = selection_.used;
-  // An emulated host, or a process that plays a host of its own (NCCL_MESH_RELAY_SCOPE=process).
-  cfg.bind_interface_addresses = !s.emulate.empty() || s.relay_scope == RelayScope::kProcess;
-  cfg.user_timeout_ms = s.tcp_user_timeout_ms;
-  cfg.connect_timeout_ms = std::min<int64_t>(s.connect_timeout_ms, 10000);
-  cfg.route_wait_ms = s.connect_timeout_ms;
   std::string why;
-  if (rdma_.any_usable()) {
-    rdma::ForwarderOptions fo;
-    fo.slots = static_cast<uint32_t>(s.relay_rdma_slots);
-    fo.slot_bytes = static_cast<uint32_t>(s.relay_rdma_slot_bytes / 4096 * 4096);
-    forwarder_.configure(fo);
-    rdma::RelayForwarder* fw = &forwarder_;
-    cfg.rdma_forward = [fw](relay::RdmaHandoff& h, std::string* w) { return fw->adopt(h, w); };
-  }
-  if (!s.relay_key_file.empty() &&
-      !relay::load_cluster_key(s.relay_key_file, &cfg.cluster_key, &why)) {
-    // Never run unauthenticated when the user asked for a key: no relay agent at all.
-    MESH_WARN(
-        "relay agent not started: NCCL_MESH_RELAY_KEY_FILE: %s; peers without a common subnet "
-        "cannot be reached from this process",
-        why.c_str());
+  if (!relay::agent_config_from_settings(s, selection_.used, &cfg, &why)) {
+    // Never run unauthenticated when a key was asked for: no relay agent at all.
+    MESH_WARN("relay agent not started: %s; peers without a common subnet cannot be reached from "
+              "this process",
+              why.c_str());
     return;
   }
-  if (!relay::parse_route_pins(s.relay_via, &cfg.pins, &why)) {
-    MESH_WARN("NCCL_MESH_RELAY_VIA=%s ignored: %s", s.relay_via.c_str(), why.c_str());
-    cfg.pins.clear();
+  if (rdma_.any_usable()) {
+    forwarder_.configure(rdma::forwarder_options(s));
+    rdma::RelayForwarder* fw = &forwarder_;
+    cfg.rdma_forward = [fw](relay::RdmaHandoff& h, std::string* w) { return fw->adopt(h, w); };
   }
   if (!relay_.start(cfg, &why)) {
     MESH_WARN(

@@ -919,6 +919,113 @@ def relay_auth(F, build, prefix):
             banner.wait()
 
 
+def relayd_path(build) -> str:
+    return os.path.join(build.dir, "src", "tools", "relayd", "nccl-mesh-relayd")
+
+
+class Relayd:
+    """nccl-mesh-relayd in a host's namespace (as systemd would run it: foreground, no
+    arguments), logging to BUILD/netns-logs/LABEL.relayd.HOST.log."""
+
+    def __init__(self, build, topo, host, label, env=None):
+        e = dict(os.environ)
+        e.update({"NCCL_MESH_IFNAME": "^mgmt", "NCCL_DEBUG": "INFO"})
+        e.update(env or {})
+        os.makedirs(build.logdir, exist_ok=True)
+        self.path = os.path.join(build.logdir, f"{label}.relayd.{host}.log")
+        self.out = open(self.path, "w")
+        self.proc = subprocess.Popen(["ip", "netns", "exec", topo.ns(host), relayd_path(build)],
+                                     env=e, stdout=self.out, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, limit: float) -> bool:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if "relay agent on port" in self.log():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def log(self) -> str:
+        with open(self.path, errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.out.close()
+        return self.proc.returncode
+
+
+RELAYD_LATE = 20  # s the relay host's service starts after the connecting ranks
+
+
+@case
+def relayd(F, build, prefix):
+    """nccl-mesh-relayd (docs/relay.md, "The host's relay service"), line5, a -> c through b:
+    (1) b runs only the service (no plugin process): the pair moves verified data through it;
+    (2) a plugin process on b started after the service stands by; a long a -> c stream runs
+    while it is SIGKILLed: the stream finishes verified (no plugin process's exit breaks
+    relayed connections); (3) b's service starts 20 s after a and c began connecting
+    (NCCL_MESH_CONNECT_TIMEOUT_MS=40000): they still connect (a missing route fails a connect
+    only at its deadline)."""
+    if not require_build(F, build):
+        return
+    if not F.check(os.path.exists(relayd_path(build)), f"{relayd_path(build)} is built"):
+        return
+    with topology("line5", prefix) as topo:
+        d = Relayd(build, topo, "b", "relayd-only")
+        try:
+            if not F.check(d.wait_ready(10 * build.time_scale),
+                           f"nccl-mesh-relayd ready in b ({d.path})"):
+                return
+            job, _ = run_pair(F, build, topo, "a", "c", sizes="1M,8M",
+                              env={"NCCL_DEBUG": "INFO"})
+            F.check(job.ok() and "relay: carrying" in d.log(),
+                    "(1) a -> c relayed by b's nccl-mesh-relayd alone (no plugin process on b)")
+            with relay_holders(F, build, topo, ["b"], "relayd-survive") as procs:
+                holder_log = procs[0][1].name
+                stream = BenchJob(build, topo, ["a", "c"], "relayd-survive-ac", sizes="8M",
+                                  duration=8, timeout=60)
+                if start_stream(F, build, topo, [stream], [("b", "cc")],
+                                "a->c through b's service"):
+                    procs[0][2].kill()
+                    t_kill = time.monotonic()
+                    finished = stream.wait(60 * build.time_scale)
+                    F.check(finished and stream.ok(),
+                            f"(2) the a -> c stream finished verified after b's only plugin "
+                            f"process was SIGKILLed {time.monotonic() - t_kill:.1f}s before its "
+                            f"end (rc {[r.rc for r in stream.ranks]})")
+                    if not stream.ok():
+                        log(stream.report())
+                with open(holder_log, errors="replace") as f:
+                    F.check("stands by" in f.read(),
+                            "b's plugin process stood by (the service is the host's agent)")
+        finally:
+            F.check(d.stop() == 0, "nccl-mesh-relayd exits 0 on SIGTERM")
+        # (3) the relay host's service starts late.
+        late_env = {"NCCL_MESH_CONNECT_TIMEOUT_MS": "40000", "NCCL_DEBUG": "INFO"}
+        t0 = time.monotonic()
+        job = BenchJob(build, topo, ["a", "c"], "relayd-late-ac", sizes="1M", timeout=90,
+                       env=late_env)
+        time.sleep(RELAYD_LATE)
+        d = Relayd(build, topo, "b", "relayd-late")
+        try:
+            finished = job.wait(80 * build.time_scale)
+            F.check(finished and job.ok(),
+                    f"(3) a -> c connected and verified although b's relay service started "
+                    f"{RELAYD_LATE}s after them (done {time.monotonic() - t0:.1f}s after the "
+                    f"start; rc {[r.rc for r in job.ranks]})")
+            if not job.ok():
+                log(job.report())
+        finally:
+            d.stop()
+
+
 def relay_fault_case(F, build, prefix, fault: str):
     """line5: a -> c relayed by b (a plugin process there) and d -> e direct stream at once; the
     fault hits the relay; a-c must report it within the timeout, d-e must finish cleanly."""

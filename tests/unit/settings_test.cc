@@ -235,6 +235,7 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_RELAY_VIA",
                                       "NCCL_MESH_RELAY_SCOPE",
                                       "NCCL_MESH_RELAY_KEY_FILE",
+                                      "NCCL_MESH_RELAY_GROUP",
                                       "NCCL_MESH_EMULATE"};
   EXPECT_EQ(asked, want);
 }
@@ -339,6 +340,7 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_RELAY_VIA", "string", "", ""},
       {"NCCL_MESH_RELAY_SCOPE", "enum", "host", "host, process"},
       {"NCCL_MESH_RELAY_KEY_FILE", "string", "", ""},
+      {"NCCL_MESH_RELAY_GROUP", "string", "", ""},
       {"NCCL_MESH_EMULATE", "string", "", ""},
   };
   const std::vector<SettingInfo> table = setting_table();
@@ -382,6 +384,7 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_EMULATE", &Settings::emulate},
       {"NCCL_MESH_RELAY_VIA", &Settings::relay_via},
       {"NCCL_MESH_RELAY_KEY_FILE", &Settings::relay_key_file},
+      {"NCCL_MESH_RELAY_GROUP", &Settings::relay_group},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;
