@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -100,6 +101,11 @@ struct Agent::Pending {
   uint32_t down_local = 0, down_peer = 0;  // the onward socket's addresses
 };
 
+size_t pairs_for_fd_limit(uint64_t soft_limit) {
+  const uint64_t usable = soft_limit > 1024 ? (soft_limit - 1024) / 6 : 0;
+  return static_cast<size_t>(std::clamp<uint64_t>(usable, 512, 4096));
+}
+
 std::string agent_socket_name(const AgentConfig& config) {
   uint32_t scope = 0;
   if (config.bind_interface_addresses) {
@@ -118,6 +124,11 @@ Agent::~Agent() {
 bool Agent::start(const AgentConfig& config, std::string* why) {
   if (running()) return true;
   config_ = config;
+  if (config_.max_pairs == 0) {
+    rlimit l{};
+    getrlimit(RLIMIT_NOFILE, &l);
+    config_.max_pairs = pairs_for_fd_limit(l.rlim_cur == RLIM_INFINITY ? ~0ull : l.rlim_cur);
+  }
   std::vector<Ipv4Prefix> addrs;
   for (const auto& i : config_.interfaces) addrs.push_back(i.addr);
   if (addrs.empty()) {

@@ -49,7 +49,8 @@ struct AgentConfig {
   bool bind_interface_addresses = false;
   int64_t user_timeout_ms = 20000;    // TCP_USER_TIMEOUT on relayed sockets
   int64_t connect_timeout_ms = 5000;  // onward connect of one relayed socket
-  size_t max_pairs = 512;             // relayed socket pairs at once ("busy" beyond)
+  // Relayed socket pairs at once ("busy" beyond); 0: pairs_for_fd_limit() of this process.
+  size_t max_pairs = 0;
   // A missing route fails a connect only this long after it began asking (and after the agent
   // bound its port): NCCL_MESH_CONNECT_TIMEOUT_MS.
   int64_t route_wait_ms = 30000;
@@ -64,6 +65,11 @@ struct AgentConfig {
   // Cluster key (relay/cluster_key.h): beacons signed and verified with it. Empty: none.
   ClusterKey cluster_key;
 };
+
+// Relayed socket pairs a process with this RLIMIT_NOFILE soft limit can hold: each pair holds 6
+// descriptors (2 sockets, 2 pipes), 1024 are left to the rest of the process, at least 512
+// (the former fixed cap) and at most 4096 (2 GiB of pipe buffers at worst).
+size_t pairs_for_fd_limit(uint64_t soft_limit);
 
 // The local socket name of the agent a process with this config registers with.
 std::string agent_socket_name(const AgentConfig& config);

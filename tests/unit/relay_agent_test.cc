@@ -403,3 +403,16 @@ TEST(RelayAgentElection, OneAgentPerHostTheOthersStandByAndTakeOver) {
 
 }  // namespace
 }  // namespace mesh::relay
+
+namespace mesh::relay {
+namespace {
+
+TEST(RelayAgentCapacity, PairsFollowTheFdLimitWithinBounds) {
+  EXPECT_EQ(pairs_for_fd_limit(1024), 512u);  // a default shell: the former fixed cap
+  EXPECT_EQ(pairs_for_fd_limit(20000), (20000u - 1024u) / 6u);
+  EXPECT_EQ(pairs_for_fd_limit(1048576), 4096u);  // the service's unit
+  EXPECT_EQ(pairs_for_fd_limit(~0ull), 4096u);
+}
+
+}  // namespace
+}  // namespace mesh::relay

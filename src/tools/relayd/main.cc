@@ -11,6 +11,7 @@
 // /etc/nccl-mesh/relayd.conf; the environment wins). Logs like the plugin, on stderr
 // (NCCL_DEBUG=INFO for the INFO lines). SIGTERM or SIGINT stop it (exit 0).
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -106,6 +107,13 @@ int main(int argc, char** argv) {
                  "nccl-mesh-relayd: no usable mesh interface (set NCCL_MESH_IFNAME to the mesh "
                  "interfaces)\n");
     return 1;
+  }
+  // Relayed sockets of every rank of the host: as many descriptors as allowed (the agent sizes
+  // its pair cap from the soft limit, relay::pairs_for_fd_limit).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
   }
   // Every thread (the agent's, the forwarder's) inherits this mask: the signals go to sigwait.
   sigset_t stop_signals;
