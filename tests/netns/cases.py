@@ -1026,6 +1026,65 @@ def relayd(F, build, prefix):
             d.stop()
 
 
+ALLTOALL_PER_HOST = 8    # bench processes per host in relay-alltoall8 (an 8-GPU server)
+ALLTOALL_SECONDS = 4     # --duration of its all-to-all stream
+
+
+@case
+def relay_alltoall8(F, build, prefix):
+    """Capacity (issue 25): 8 bench processes per host on ring4 (32 ranks), every ordered pair
+    streaming at once (--duration: an all-to-all of 992 connections, the 256 between opposite
+    hosts relayed; 7 of 8 processes per host are standbys whose relayed sockets go through their
+    host's agent): every rank connects, verifies and exits 0, and no relay answers "busy"."""
+    if not require_build(F, build):
+        return
+    with topology("ring4", prefix) as topo:
+        hosts = [h for h in topo.host_names() for _ in range(ALLTOALL_PER_HOST)]
+        t0 = time.monotonic()
+        job = BenchJob(build, topo, hosts, "relay-alltoall8", sizes="64K",
+                       duration=ALLTOALL_SECONDS, timeout=240, buffer_bytes="4M",
+                       env={"NCCL_MESH_CONNECT_TIMEOUT_MS": "120000", "NCCL_DEBUG": "INFO"})
+        finished = job.wait(400 * build.time_scale)
+        dt = time.monotonic() - t0
+        F.check(finished and job.ok(),
+                f"{len(hosts)} ranks ({ALLTOALL_PER_HOST} per host), every ordered pair at once: "
+                f"all exit 0 in {dt:.1f}s (rc {sorted(set(r.rc for r in job.ranks))})")
+        if not job.ok():
+            log(job.report())
+        busy = sum(r.output().count("is busy") + r.output().count("relayed sockets are open")
+                   for r in job.ranks)
+        F.check(busy == 0, f"no relay answered busy ({busy} lines)")
+        log(f"  ALLTOALL8 ring4 {len(hosts)} ranks: {dt:.1f}s from start to exit")
+
+
+@case
+def relay_8hosts(F, build, prefix):
+    """8-host ring and 8-host line (up to 6 relays): every ordered pair connects and verifies,
+    first all at once (--duration: all 56 connections set up together; the time to connect
+    every pair is the run's time less its streaming) and then one pair at a time (the pairs
+    sweep, with each relayed pair's route logged)."""
+    if not require_build(F, build):
+        return
+    for name in ("ring8", "line8"):
+        with topology(name, prefix) as topo:
+            hosts = topo.host_names()
+            t0 = time.monotonic()
+            job = BenchJob(build, topo, hosts, f"{name}-all-at-once", sizes="256K",
+                           duration=2, timeout=120,
+                           env={"NCCL_MESH_CONNECT_TIMEOUT_MS": "60000"})
+            finished = job.wait(200 * build.time_scale)
+            dt = time.monotonic() - t0
+            F.check(finished and job.ok(),
+                    f"{name}: all {len(hosts) * (len(hosts) - 1)} ordered pairs at once connect "
+                    f"and stream verified data (rc {sorted(set(r.rc for r in job.ranks))}; "
+                    f"{dt:.1f}s, of which 2 s streaming)")
+            if not job.ok():
+                log(job.report())
+            log(f"  CONNECT-ALL {name}: {dt - 2:.1f}s to set up all 56 connections "
+                f"(run {dt:.1f}s incl. 2 s streaming and process start)")
+            all_pairs_run(F, build, topo, f"{name}-all", sizes="1M")
+
+
 def relay_fault_case(F, build, prefix, fault: str):
     """line5: a -> c relayed by b (a plugin process there) and d -> e direct stream at once; the
     fault hits the relay; a-c must report it within the timeout, d-e must finish cleanly."""
