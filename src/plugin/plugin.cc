@@ -163,9 +163,10 @@ void Plugin::start_relay_agent() {
   std::string why;
   if (!relay::agent_config_from_settings(s, selection_.used, &cfg, &why)) {
     // Never run unauthenticated when a key was asked for: no relay agent at all.
-    MESH_WARN("relay agent not started: %s; peers without a common subnet cannot be reached from "
-              "this process",
-              why.c_str());
+    MESH_WARN(
+        "relay agent not started: %s; peers without a common subnet cannot be reached from "
+        "this process",
+        why.c_str());
     return;
   }
   if (rdma_.any_usable()) {

@@ -2,8 +2,8 @@
 
 #include <arpa/inet.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -282,10 +282,10 @@ bool Agent::try_bind() {
   std::string mine;
   for (const auto& i : config_.interfaces)
     mine += (mine.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
-  MESH_INFO(NCCL_INIT | NCCL_NET, "relay: this process is %s on port %u of %s (local socket @%s)",
-            config_.bind_interface_addresses ? "a relay agent of its own"
-                                             : "the host's relay agent",
-            config_.port, mine.c_str(), agent_socket_name(config_).c_str() + 1);
+  MESH_INFO(
+      NCCL_INIT | NCCL_NET, "relay: this process is %s on port %u of %s (local socket @%s)",
+      config_.bind_interface_addresses ? "a relay agent of its own" : "the host's relay agent",
+      config_.port, mine.c_str(), agent_socket_name(config_).c_str() + 1);
   return true;
 }
 
@@ -412,9 +412,8 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
   if (!find_route(hosts, self_id_, dest, config_.pins, &r, why)) {
     // A missing route is a failure only at the connect's deadline (NCCL_MESH_CONNECT_TIMEOUT_MS):
     // a relay host may start late, or beacons be lost behind a saturated cable for a while.
-    return monotonic_ms() - std::max(bound_ms, since_ms) < config_.route_wait_ms
-               ? HopStatus::kWait
-               : HopStatus::kFail;
+    return monotonic_ms() - std::max(bound_ms, since_ms) < config_.route_wait_ms ? HopStatus::kWait
+                                                                                 : HopStatus::kFail;
   }
   if (r.hops > kDefaultHopLimit + 1) {
     *why = "the route is " + std::to_string(r.hops) + " cables long (at most " +
@@ -499,15 +498,14 @@ void Agent::accept_local(int fd) {
     socklen_t cl = sizeof(cred);
     if (getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
         !peer_allowed(cred.uid, cred.gid, geteuid(), config_.allowed_gid)) {
-      warn_limited("local-user",
-                   "refused a process of user " + std::to_string(cred.uid) + " (pid " +
-                       std::to_string(cred.pid) +
-                       ") on the local socket: only this user, root" +
-                       (config_.allowed_gid >= 0
-                            ? " and group " + std::to_string(config_.allowed_gid)
-                            : std::string()) +
-                       " may register listeners",
-                   monotonic_ms());
+      warn_limited(
+          "local-user",
+          "refused a process of user " + std::to_string(cred.uid) + " (pid " +
+              std::to_string(cred.pid) + ") on the local socket: only this user, root" +
+              (config_.allowed_gid >= 0 ? " and group " + std::to_string(config_.allowed_gid)
+                                        : std::string()) +
+              " may register listeners",
+          monotonic_ms());
       continue;
     }
     if (local_clients_.size() >= 4096) {
@@ -606,8 +604,9 @@ void Agent::on_down_reply(Pending* p) {
   ReplyCode code;
   if (!decode_relay_reply(p->reply, &code)) {
     finish_pending(p, ReplyCode::kConnectFailed,
-                   "the destination's relay port " + p->to + " answered bytes that are not a "
-                   "relay reply");
+                   "the destination's relay port " + p->to +
+                       " answered bytes that are not a "
+                       "relay reply");
     return;
   }
   if (code != ReplyCode::kOk) {
@@ -677,8 +676,8 @@ void Agent::finish_pending(Pending* p, ReplyCode code, const std::string& why) {
   if (code == ReplyCode::kNoRoute) {
     // While beacons converge (a host that started late, lost beacons) a relay may not know a
     // route yet: the connector retries until its deadline and WARNs then, naming the route.
-    MESH_INFO(NCCL_NET, "relay: relay request from %s: %s (the connector retries)",
-              p->from.c_str(), why.c_str());
+    MESH_INFO(NCCL_NET, "relay: relay request from %s: %s (the connector retries)", p->from.c_str(),
+              why.c_str());
   } else if (code != ReplyCode::kOk && !why.empty())
     warn_limited(std::string("refuse-") + std::to_string(static_cast<int>(code)),
                  "relay request from " + p->from + ": " + why, monotonic_ms());

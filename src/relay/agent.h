@@ -54,8 +54,8 @@ struct AgentConfig {
   // A missing route fails a connect only this long after it began asking (and after the agent
   // bound its port): NCCL_MESH_CONNECT_TIMEOUT_MS.
   int64_t route_wait_ms = 30000;
-  size_t buffer_bytes = 256 * 1024;   // per direction of each pair
-  std::vector<RoutePin> pins;         // NCCL_MESH_RELAY_VIA
+  size_t buffer_bytes = 256 * 1024;  // per direction of each pair
+  std::vector<RoutePin> pins;        // NCCL_MESH_RELAY_VIA
   // RDMA relay: takes the sockets of a request with the RDMA flag once the agent, next to the
   // destination, has connected to it. Unset (no usable RDMA here): such requests are answered
   // kNoRdmaRelay.
@@ -151,7 +151,7 @@ class Agent {
   UniqueFd wake_;
   std::vector<UniqueFd> listeners_;
   std::vector<UniqueFd> udp_recv_;
-  UniqueFd local_;                                  // the local socket's listener
+  UniqueFd local_;  // the local socket's listener
   std::map<int, std::pair<UniqueFd, Target*>> local_clients_;
   Registry registry_;
   ReplayCache replays_;

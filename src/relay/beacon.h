@@ -28,7 +28,7 @@
 namespace mesh::relay {
 
 inline constexpr uint32_t kBeaconMagic = 0x4D534842;  // "MSHB"
-inline constexpr uint8_t kBeaconVersion = 2;  // 2: entry MACs
+inline constexpr uint8_t kBeaconVersion = 2;          // 2: entry MACs
 inline constexpr size_t kBeaconHeaderSize = 12;
 inline constexpr size_t kMaxBeaconHosts = 64;
 inline constexpr size_t kMaxHostAddrs = 8;
@@ -41,9 +41,9 @@ inline constexpr size_t kMaxBeaconSize =
 
 struct HostEntry {
   uint32_t id = 0;
-  uint32_t seq = 0;                  // grows with every beacon of its owner (newest wins)
-  std::vector<Ipv4Prefix> addrs;     // the owner's mesh addresses, sorted
-  std::vector<uint32_t> neighbours;  // ids of the hosts the owner hears directly, sorted
+  uint32_t seq = 0;                          // grows with every beacon of its owner (newest wins)
+  std::vector<Ipv4Prefix> addrs;             // the owner's mesh addresses, sorted
+  std::vector<uint32_t> neighbours;          // ids of the hosts the owner hears directly, sorted
   std::array<uint8_t, kEntryMacSize> mac{};  // the owner's MAC under the cluster key (or zero)
 
   bool operator==(const HostEntry&) const = default;

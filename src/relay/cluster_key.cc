@@ -18,8 +18,8 @@ bool load_cluster_key(const std::string& path, ClusterKey* out, std::string* why
   if (fstat(fd.get(), &st) != 0) return fail(why, "cannot stat " + path + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) return fail(why, path + " is not a regular file");
   if (st.st_uid != geteuid() && st.st_uid != 0)
-    return fail(why, path + " belongs to user " + std::to_string(st.st_uid) +
-                         ", not to this user or root");
+    return fail(
+        why, path + " belongs to user " + std::to_string(st.st_uid) + ", not to this user or root");
   if ((st.st_mode & 077) != 0)
     return fail(why, path + " is accessible to group or others (chmod 600 it)");
   ClusterKey key(kMaxClusterKeyBytes + 1);
@@ -32,8 +32,8 @@ bool load_cluster_key(const std::string& path, ClusterKey* out, std::string* why
     got += static_cast<size_t>(n);
   }
   key.resize(got);
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ' ||
-                          key.back() == '\t'))
+  while (!key.empty() &&
+         (key.back() == '\n' || key.back() == '\r' || key.back() == ' ' || key.back() == '\t'))
     key.pop_back();
   if (key.size() < kMinClusterKeyBytes || key.size() > kMaxClusterKeyBytes)
     return fail(why, path + " holds " + std::to_string(key.size()) + " key bytes (" +

@@ -28,7 +28,8 @@ void encode_registration(const Registration& r, uint8_t* out) {
 }
 
 bool decode_registration(const uint8_t* in, size_t len, Registration* out, std::string* why) {
-  if (len != kRegistrationSize) return fail(why, "registration of " + std::to_string(len) + " bytes");
+  if (len != kRegistrationSize)
+    return fail(why, "registration of " + std::to_string(len) + " bytes");
   if ((in[0] != 1 && in[0] != 2) || in[1] != 0) return fail(why, "unknown registration op");
   Registration r;
   r.add = in[0] == 1;

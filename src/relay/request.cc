@@ -95,7 +95,8 @@ bool decode_request(const uint8_t* in, RelayRequest* out, std::string* why) {
   if (get_u32(in) != kRequestMagic) return fail(why, "not a relay request (bad magic)");
   if (in[4] != kRequestVersion)
     return fail(why, "relay request version " + std::to_string(in[4]) + " (expected " +
-                         std::to_string(kRequestVersion) + ": every host must run the same plugin)");
+                         std::to_string(kRequestVersion) +
+                         ": every host must run the same plugin)");
   RelayRequest r;
   r.hop_limit = in[kHopLimitAt];
   r.stream = get_u16(in + 6);

@@ -117,7 +117,7 @@ struct SettingEnum<RelayScope> {
     "that subnet through that neighbour first (default: every equal-cost shortest path).")        \
   X(RelayScope, relay_scope, "NCCL_MESH_RELAY_SCOPE", RelayScope::kHost, 0, 0,                    \
     "host: one relay agent per host, on its mesh interfaces' addresses (the first process to "    \
-    "bind the port); process: every process is its own agent (tests that put several hosts "     \
+    "bind the port); process: every process is its own agent (tests that put several hosts "      \
     "into one network namespace).")                                                               \
   X(std::string, relay_key_file, "NCCL_MESH_RELAY_KEY_FILE", "", 0, 0,                            \
     "Cluster key for the relay agents' beacons: a file (mode 0600 or stricter, this user's or "   \

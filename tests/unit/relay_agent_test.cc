@@ -179,7 +179,7 @@ TEST_F(RelayAgentTest, HostileAndUnroutableRequestsGetTheirStatus) {
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kHopLimit));
   }
-  {  // the last hop cannot connect to the destination's (registered) port
+  {                           // the last hop cannot connect to the destination's (registered) port
     register_listener(2, 1);  // nothing listens on port 1 of 127.77.0.6
     RelayRequest req;
     req.port = 1;

@@ -281,8 +281,8 @@ struct Line3 {
   void exchange(int64_t now) {
     std::map<char, Beacon> out;
     for (auto& [n, s] : st) out[n] = beacon_of(*s);
-    for (auto [from, to] : {std::pair{'a', 'b'}, std::pair{'b', 'a'}, std::pair{'b', 'c'},
-                            std::pair{'c', 'b'}}) {
+    for (auto [from, to] :
+         {std::pair{'a', 'b'}, std::pair{'b', 'a'}, std::pair{'b', 'c'}, std::pair{'c', 'b'}}) {
       Ipv4Prefix fa;
       uint32_t ta = 0;
       ASSERT_TRUE(shared_subnet(g.hosts[from], g.hosts[to], &fa, &ta));

@@ -6,8 +6,8 @@
 // (their own agents cannot bind the port), so no plugin process's exit touches relayed
 // connections, and a host without ranks relays.
 //
-// Settings: the plugin's NCCL_MESH_* environment (NCCL_MESH_IFNAME, NCCL_MESH_RELAY_PORT, _KEY_FILE,
-// _GROUP, ...), and an optional file of KEY=VALUE lines (--config, default
+// Settings: the plugin's NCCL_MESH_* environment (NCCL_MESH_IFNAME, NCCL_MESH_RELAY_PORT,
+// _KEY_FILE, _GROUP, ...), and an optional file of KEY=VALUE lines (--config, default
 // /etc/nccl-mesh/relayd.conf; the environment wins). Logs like the plugin, on stderr
 // (NCCL_DEBUG=INFO for the INFO lines). SIGTERM or SIGINT stop it (exit 0).
 #include <signal.h>
@@ -143,8 +143,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string itfs;
-  for (const auto& i : sel.used) itfs += (itfs.empty() ? "" : ", ") + i.name + " " +
-                                         format_prefix(i.addr);
+  for (const auto& i : sel.used)
+    itfs += (itfs.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
   // Printed whatever NCCL_DEBUG says: the one line an operator looks for in the journal.
   std::fprintf(stderr,
                "nccl-mesh-relayd %s: relay agent on port %u of %s (%s; local socket @%s; %s; "
