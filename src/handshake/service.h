@@ -109,6 +109,8 @@ class Service {
   // The local socket of the host's relay agent (relay::agent_socket_name): every open listen is
   // registered there, so relayed connections can reach it (docs/relay.md). Empty: none.
   void set_relay_registration(const std::string& name) { registrar_.configure(name); }
+  // The same local socket, for a standby's route queries (relay::Agent::route_for_rdma).
+  relay::Registrar& relay_registrar() { return registrar_; }
   // Set before start(); without one, hellos with an extension are refused.
   void set_extension_handler(ExtensionHandler handler) { extension_handler_ = std::move(handler); }
 

@@ -181,8 +181,10 @@ void Plugin::start_relay_agent() {
         why.c_str());
     return;
   }
-  // This process's listeners are registered with the host's agent (this one or another's).
+  // This process's listeners are registered with the host's agent (this one or another's), and
+  // a standby asks that agent for routes (RDMA relay) on the same local socket.
   service_.set_relay_registration(relay::agent_socket_name(cfg));
+  relay_.set_local_client(&service_.relay_registrar());
 }
 
 Context* Plugin::legacy_context() {
@@ -514,7 +516,7 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
     // Equal-cost relay hosts (both ways round a ring) share the connections: the random nonce
     // picks one, the same on every call for this connection.
     const uint16_t spread = static_cast<uint16_t>(h.nonce[0] | (h.nonce[1] << 8));
-    switch (relay_.first_hop(h.addrs, spread, &first, &why, since_ms)) {
+    switch (relay_.route_for_rdma(h.addrs, spread, &first, &why, since_ms)) {
       case relay::HopStatus::kWait:
         return RelayPlan::kWait;
       case relay::HopStatus::kFail:

@@ -437,6 +437,29 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
   return HopStatus::kOk;
 }
 
+HopStatus Agent::route_for_rdma(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
+                                std::string* why, int64_t since_ms) {
+  if (bound_ || local_client_ == nullptr) return first_hop(dest, stream, out, why, since_ms);
+  RouteAnswer a;
+  if (!local_client_->query(dest, stream, monotonic_ms() - since_ms, &a)) {
+    *why = "asking this host's relay agent for the route (local socket)";
+    // Without an answer by the connect's deadline the plan fails like a missing route.
+    return monotonic_ms() - since_ms < config_.route_wait_ms ? HopStatus::kWait : HopStatus::kFail;
+  }
+  if (a.status != static_cast<uint8_t>(HopStatus::kOk)) {
+    *why = a.why;
+    return static_cast<HopStatus>(a.status);
+  }
+  out->local = a.local;
+  out->peer_addr = a.peer;
+  out->port = a.port;
+  out->cables = a.cables;
+  out->route = format_ipv4(a.peer);
+  out->path = a.path + " (route from this host's relay agent)";
+  out->via_local_agent = false;
+  return HopStatus::kOk;
+}
+
 void Agent::loop() {
   Splice::block_sigpipe_in_this_thread();
   epoll_event evs[64];
@@ -529,11 +552,28 @@ void Agent::read_local(int fd) {
   auto it = local_clients_.find(fd);
   if (it == local_clients_.end()) return;
   for (int i = 0; i < 256; ++i) {
-    uint8_t m[kRegistrationSize + 1];
+    uint8_t m[64];
     const ssize_t n = recv(fd, m, sizeof(m), MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     Registration r;
     std::string why;
+    RouteQuery q;
+    if (n > 0 && m[0] == 3 && decode_route_query(m, static_cast<size_t>(n), &q, &why)) {
+      // A standby's route query: answered from this agent's graph, on the same socket.
+      FirstHop hop;
+      RouteAnswer a;
+      a.id = q.id;
+      a.status = static_cast<uint8_t>(
+          first_hop(q.dest, q.stream, &hop, &a.why, monotonic_ms() - q.age_ms));
+      a.cables = static_cast<uint16_t>(hop.cables);
+      a.local = hop.local;
+      a.port = hop.port;
+      a.peer = hop.peer_addr;
+      a.path = hop.path;
+      const std::vector<uint8_t> b = encode_route_answer(a);
+      (void)!send(fd, b.data(), b.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue;
+    }
     if (n <= 0 || !decode_registration(m, static_cast<size_t>(n), &r, &why)) {
       if (n > 0) warn_limited("local-bad", "closed a local client: " + why, monotonic_ms());
       // The process exited (or misbehaved): its listeners are gone with it.

@@ -33,6 +33,7 @@
 
 #include "relay/link_state.h"
 #include "relay/rdma_handoff.h"
+#include "relay/registrar.h"
 #include "relay/registry.h"
 #include "relay/request.h"
 #include "relay/routes.h"
@@ -108,6 +109,13 @@ class Agent {
   HopStatus first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
                       std::string* why, int64_t since_ms = 0);
 
+  // first_hop() for a process that must know the route itself (RDMA relay opens its QPs on the
+  // first cable): in a standby, the host's agent is asked over the local socket (`local`, set
+  // by set_local_client), without blocking: kWait until it answered.
+  HopStatus route_for_rdma(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
+                           std::string* why, int64_t since_ms);
+  void set_local_client(Registrar* local) { local_client_ = local; }
+
   // Relayed pairs carried now and bytes spliced so far (tests, the log).
   size_t pairs() const { return npairs_.load(); }
 
@@ -154,6 +162,7 @@ class Agent {
   UniqueFd local_;  // the local socket's listener
   std::map<int, std::pair<UniqueFd, Target*>> local_clients_;
   Registry registry_;
+  Registrar* local_client_ = nullptr;  // the plugin's registrar (route queries of a standby)
   ReplayCache replays_;
   std::vector<std::pair<UniqueFd, size_t>> udp_send_;  // socket, interface index
   std::vector<std::unique_ptr<Target>> targets_;       // listeners, udp, wake

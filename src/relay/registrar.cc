@@ -5,9 +5,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace mesh::relay {
@@ -55,13 +57,65 @@ void Registrar::remove(uint16_t port, const uint8_t* nonce, size_t len) {
   flush_locked();
 }
 
+bool Registrar::query(const std::vector<Ipv4Prefix>& dest, uint16_t stream, int64_t age_ms,
+                      RouteAnswer* out) {
+  std::vector<uint32_t> key;
+  for (const Ipv4Prefix& d : dest) key.push_back(d.addr);
+  const int64_t now = monotonic_ms();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (name_.empty()) return false;
+  read_answers_locked(now);
+  Asked& a = asked_[{key, stream}];
+  if (a.answered_ms >= 0 && now - a.answered_ms < kRouteAnswerTtlMs) {
+    *out = a.answer;
+    return true;
+  }
+  if (a.sent_ms >= 0 && now - a.sent_ms < kRouteAnswerTtlMs) return false;  // on its way
+  if (!fd_.valid() && !connect_locked()) return false;
+  RouteQuery q;
+  q.id = a.id = next_id_++;
+  q.stream = stream;
+  q.age_ms = static_cast<uint32_t>(std::clamp<int64_t>(age_ms, 0, 0x7fffffff));
+  q.dest = dest;
+  uint8_t m[kRouteQuerySize];
+  encode_route_query(q, m);
+  if (send(fd_.get(), m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof(m)))
+    a.sent_ms = now;
+  if (asked_.size() > 4096) asked_.clear();  // bounded: old questions are asked again
+  return false;
+}
+
+void Registrar::read_answers_locked(int64_t now_ms) {
+  for (int i = 0; fd_.valid() && i < 256; ++i) {
+    uint8_t m[kRouteAnswerHeader + 2 * kMaxRouteText];
+    const ssize_t n = recv(fd_.get(), m, sizeof(m), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+      drop_locked("the host's relay agent closed its local socket (its process exited?)");
+      return;
+    }
+    RouteAnswer a;
+    std::string why;
+    if (!decode_route_answer(m, static_cast<size_t>(n), &a, &why)) continue;
+    for (auto& [key, asked] : asked_) {
+      if (asked.id == a.id) {
+        asked.answer = std::move(a);
+        asked.answered_ms = now_ms;
+        break;
+      }
+    }
+  }
+}
+
 void Registrar::tick(int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (name_.empty() || now_ms < next_try_ms_) return;
+  if (name_.empty()) return;
+  read_answers_locked(now_ms);  // also notices a closed agent
+  if (now_ms < next_try_ms_) return;
   next_try_ms_ = now_ms + kRegistrarRetryMs;
   if (fd_.valid()) {
-    pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
-    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN))) {
+    pollfd p{fd_.get(), POLLRDHUP, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
       drop_locked("the host's relay agent closed its local socket (its process exited?)");
     }
   }
@@ -130,6 +184,7 @@ void Registrar::drop_locked(const char* why) {
   MESH_INFO(NCCL_NET, "relay: %s; registering again with the next agent", why);
   fd_.reset();
   queue_.clear();
+  asked_.clear();
 }
 
 }  // namespace mesh::relay

@@ -16,6 +16,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "relay/registry.h"
 #include "util/socket_util.h"
@@ -23,6 +25,7 @@
 namespace mesh::relay {
 
 inline constexpr int64_t kRegistrarRetryMs = 500;
+inline constexpr int64_t kRouteAnswerTtlMs = 1000;
 
 class Registrar {
  public:
@@ -34,11 +37,17 @@ class Registrar {
   void tick(int64_t now_ms);
   bool connected() const;
   void reset();
+  // A route query to the host's agent (registry.h) without blocking: true with *out once the
+  // agent answered (an answer is reused for kRouteAnswerTtlMs), false while the question is on
+  // its way (it is sent on the first call; tick() collects the answer) or no agent is there.
+  bool query(const std::vector<Ipv4Prefix>& dest, uint16_t stream, int64_t age_ms,
+             RouteAnswer* out);
 
  private:
   bool connect_locked();
   void flush_locked();
   void drop_locked(const char* why);
+  void read_answers_locked(int64_t now_ms);
 
   mutable std::mutex mu_;
   std::string name_;
@@ -48,6 +57,14 @@ class Registrar {
   bool said_missing_ = false;
   std::map<ListenerTag, Registration> live_;
   std::deque<Registration> queue_;
+  struct Asked {
+    uint32_t id = 0;
+    int64_t sent_ms = -1;      // -1: never sent
+    int64_t answered_ms = -1;  // -1: no answer yet
+    RouteAnswer answer;
+  };
+  std::map<std::pair<std::vector<uint32_t>, uint16_t>, Asked> asked_;
+  uint32_t next_id_ = 1;
 };
 
 }  // namespace mesh::relay

@@ -13,6 +13,13 @@
 //
 // Messages (big-endian): [0] u8 op (1 register, 2 unregister) [1] u8 0 [2] u16 port
 // [4] 8 B listener tag [12] 32 B key (op 1; zero for op 2): kRegistrationSize bytes.
+// Route query (a standby asks the agent where a connection to a non-adjacent peer goes first,
+// to open its RDMA QPs on that cable): [0] u8 3 [1] u8 address count N (1..8) [2] u16 stream
+// [4] u32 query id [8] u32 age of the connect in ms [12] N x {u32 address, u8 prefix}, zero
+// padding: kRouteQuerySize bytes. The agent answers [0] u8 4 [1] u8 status (HopStatus)
+// [2] u16 cables [4] u32 query id [8] u32 local address [12] u8 its prefix [13] u8 0
+// [14] u16 relay port [16] u32 first relay's address [20] u16 why length W [22] u16 path length
+// P [24] W bytes why, P bytes path (each at most kMaxRouteText).
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "relay/request.h"
 
@@ -30,6 +38,29 @@ namespace mesh::relay {
 
 inline constexpr size_t kRegistrationSize = 44;
 inline constexpr size_t kMaxRegistrationsPerClient = 65536;
+inline constexpr size_t kRouteQuerySize = 52;
+inline constexpr size_t kRouteAnswerHeader = 24;
+inline constexpr size_t kMaxRouteText = 1024;
+
+struct RouteQuery {
+  uint32_t id = 0;
+  uint16_t stream = 0;
+  uint32_t age_ms = 0;
+  std::vector<Ipv4Prefix> dest;  // 1..8
+};
+struct RouteAnswer {
+  uint32_t id = 0;
+  uint8_t status = 0;  // HopStatus
+  uint16_t cables = 0;
+  Ipv4Prefix local{};
+  uint16_t port = 0;
+  uint32_t peer = 0;
+  std::string why, path;
+};
+void encode_route_query(const RouteQuery& q, uint8_t* out);
+bool decode_route_query(const uint8_t* in, size_t len, RouteQuery* out, std::string* why);
+std::vector<uint8_t> encode_route_answer(const RouteAnswer& a);
+bool decode_route_answer(const uint8_t* in, size_t len, RouteAnswer* out, std::string* why);
 
 // "\0nccl-mesh-relay.<port>" for the host's agent; with a scope id (an agent of its own per
 // process or emulated host: AgentConfig::bind_interface_addresses) ".<id in hex>" is appended.

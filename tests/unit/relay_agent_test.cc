@@ -359,6 +359,40 @@ TEST_F(RelayAgentTest, OnlyRegisteredListenersWithAProofOfTheirHandleAreReached)
   EXPECT_EQ(greeted.load(), 0) << "the banner service was reached through the relay";
 }
 
+// A plugin process that is not its host's agent (a standby; every process when
+// nccl-mesh-relayd runs) asks the agent for the route over the local socket, so RDMA relay can
+// open its QPs on the first cable (review 1 finding 2a).
+TEST_F(RelayAgentTest, AStandbyLearnsTheRouteFromItsHostsAgent) {
+  FirstHop hop;
+  ASSERT_TRUE(converge(&hop));
+  Agent standby;
+  const AgentConfig c = config_for(0, 3);
+  std::string why;
+  ASSERT_TRUE(standby.start(c, &why)) << why;
+  EXPECT_FALSE(standby.is_agent());  // agents[0] holds rank 0's addresses
+  Registrar local;
+  local.configure(agent_socket_name(c));
+  standby.set_local_client(&local);
+  const auto dest = topology::emulated_addresses({topology::EmulatedShape::kLine, 3, 2});
+  FirstHop got;
+  HopStatus st = HopStatus::kWait;
+  for (int i = 0; i < 100 && st == HopStatus::kWait; ++i) {
+    st = standby.route_for_rdma(dest, 0, &got, &why, monotonic_ms());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    local.tick(monotonic_ms());
+  }
+  ASSERT_EQ(st, HopStatus::kOk) << why;
+  EXPECT_FALSE(got.via_local_agent);
+  EXPECT_EQ(got.cables, 2u);
+  EXPECT_EQ(got.local.addr, *parse_ipv4("127.77.0.1"));
+  EXPECT_EQ(got.peer_addr, *parse_ipv4("127.77.0.2"));
+  EXPECT_EQ(got.port, test_port());
+  // An unknown destination: the agent's answer (wait, then the failure at the deadline).
+  st = standby.route_for_rdma({{*parse_ipv4("127.77.9.9"), 30}}, 0, &got, &why, monotonic_ms());
+  EXPECT_EQ(st, HopStatus::kWait);
+  standby.stop();
+}
+
 TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {
   FirstHop hop;
   ASSERT_TRUE(converge(&hop));

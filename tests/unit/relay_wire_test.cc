@@ -291,6 +291,48 @@ TEST(RelayRegistration, RoundTripsAndRejectsGarbage) {
   EXPECT_EQ(local_socket_name(18515, 0)[0], '\0');  // abstract: per network namespace
 }
 
+TEST(RelayRouteQuery, QueryAndAnswerRoundTripAndRejectGarbage) {
+  RouteQuery q;
+  q.id = 77;
+  q.stream = 3;
+  q.age_ms = 1234;
+  q.dest = {P("198.18.21.2", 30), P("198.18.22.0", 31)};
+  uint8_t b[kRouteQuerySize];
+  encode_route_query(q, b);
+  RouteQuery qb;
+  std::string why;
+  ASSERT_TRUE(decode_route_query(b, sizeof(b), &qb, &why)) << why;
+  EXPECT_EQ(qb.id, 77u);
+  EXPECT_EQ(qb.stream, 3);
+  EXPECT_EQ(qb.age_ms, 1234u);
+  EXPECT_EQ(qb.dest, q.dest);
+  EXPECT_FALSE(decode_route_query(b, sizeof(b) - 1, &qb, &why));
+  b[1] = 9;
+  EXPECT_FALSE(decode_route_query(b, sizeof(b), &qb, &why));
+  RouteAnswer a;
+  a.id = 77;
+  a.status = 0;
+  a.cables = 2;
+  a.local = P("198.18.20.1", 24);
+  a.port = 18515;
+  a.peer = *parse_ipv4("198.18.20.2");
+  a.why = "";
+  a.path = "2 cables, via b";
+  const std::vector<uint8_t> v = encode_route_answer(a);
+  RouteAnswer ab;
+  ASSERT_TRUE(decode_route_answer(v.data(), v.size(), &ab, &why)) << why;
+  EXPECT_EQ(ab.id, 77u);
+  EXPECT_EQ(ab.cables, 2);
+  EXPECT_EQ(ab.local, a.local);
+  EXPECT_EQ(ab.peer, a.peer);
+  EXPECT_EQ(ab.path, a.path);
+  for (size_t cut = 0; cut < v.size(); ++cut)
+    EXPECT_FALSE(decode_route_answer(v.data(), cut, &ab, &why));
+  std::vector<uint8_t> bad = v;
+  bad[1] = 7;  // no such status
+  EXPECT_FALSE(decode_route_answer(bad.data(), bad.size(), &ab, &why));
+}
+
 TEST(RelayRegistry, ListenersBelongToTheirProcess) {
   Registry reg;
   Registration r;
