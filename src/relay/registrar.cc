@@ -158,6 +158,7 @@ bool Registrar::connect_locked() {
     return false;
   }
   said_missing_ = false;
+  connected_ms_ = monotonic_ms();
   fd_ = std::move(s);
   queue_.clear();
   for (const auto& [tag, r] : live_) queue_.push_back(r);
@@ -182,6 +183,18 @@ void Registrar::flush_locked() {
 
 void Registrar::drop_locked(const char* why) {
   MESH_INFO(NCCL_NET, "relay: %s; registering again with the next agent", why);
+  // An agent that closes this process's socket at once, again and again, refuses its user
+  // (nccl-mesh-relayd runs as root and admits other users only by NCCL_MESH_RELAY_GROUP).
+  quick_drops_ = monotonic_ms() - connected_ms_ < 1000 ? quick_drops_ + 1 : 0;
+  if (quick_drops_ >= 3 && !warned_refused_) {
+    warned_refused_ = true;
+    MESH_WARN(
+        "relay: this host's relay agent (@%s) closes this process's local socket at once: it "
+        "does not admit this user (uid %u), so relayed connections to this process's listeners "
+        "are refused; set NCCL_MESH_RELAY_GROUP to a group of this user where "
+        "nccl-mesh-relayd runs (see its log)",
+        name_.c_str() + 1, static_cast<unsigned>(geteuid()));
+  }
   fd_.reset();
   queue_.clear();
   asked_.clear();

@@ -55,6 +55,9 @@ class Registrar {
   int64_t next_try_ms_ = 0;
   bool warned_foreign_ = false;
   bool said_missing_ = false;
+  int64_t connected_ms_ = 0;  // when fd_ connected
+  int quick_drops_ = 0;       // the agent closed us within a second of connecting, in a row
+  bool warned_refused_ = false;
   std::map<ListenerTag, Registration> live_;
   std::deque<Registration> queue_;
   struct Asked {
