@@ -1,6 +1,7 @@
 # Documentation and the Debian package, included from the top-level CMakeLists.txt after the
 # sub-projects (so the tools' targets exist):
 #   <mandir>/man1/nccl-mesh-bench.1.gz, nccl-mesh-doctor.1.gz   for the tools that are built
+#   <mandir>/man8/nccl-mesh-relayd.8.gz                          (the relay service)
 #   <docdir>/README.md                                          (share/doc/nccl-mesh)
 # and CPack's DEB generator for all of it plus the plugin (cmake/install.cmake):
 #   cpack -G DEB --config build/CPackConfig.cmake     (or `cpack` inside build)
@@ -14,26 +15,40 @@ if(NOT MESH_GZIP)
   message(STATUS "gzip not found: manual pages are installed uncompressed")
 endif()
 set(MESH_MAN_FILES)
-foreach(_mesh_tool nccl-mesh-bench nccl-mesh-doctor)
+set(MESH_MAN8_FILES)
+foreach(_mesh_tool nccl-mesh-bench nccl-mesh-doctor nccl-mesh-relayd)
   if(NOT TARGET ${_mesh_tool})
     continue()
   endif()
-  set(_mesh_page ${PROJECT_BINARY_DIR}/man/${_mesh_tool}.1)
-  configure_file(${PROJECT_SOURCE_DIR}/docs/man/${_mesh_tool}.1.in ${_mesh_page} @ONLY)
+  set(_mesh_section 1)
+  if(_mesh_tool STREQUAL nccl-mesh-relayd)
+    set(_mesh_section 8)  # a system service
+  endif()
+  set(_mesh_page ${PROJECT_BINARY_DIR}/man/${_mesh_tool}.${_mesh_section})
+  configure_file(${PROJECT_SOURCE_DIR}/docs/man/${_mesh_tool}.${_mesh_section}.in ${_mesh_page}
+                 @ONLY)
   if(MESH_GZIP)
     add_custom_command(OUTPUT ${_mesh_page}.gz
                        COMMAND ${MESH_GZIP} -9 -n -f -k ${_mesh_page}
                        DEPENDS ${_mesh_page}
-                       COMMENT "Compressing manual page ${_mesh_tool}.1"
+                       COMMENT "Compressing manual page ${_mesh_tool}.${_mesh_section}"
                        VERBATIM)
-    list(APPEND MESH_MAN_FILES ${_mesh_page}.gz)
+    set(_mesh_page ${_mesh_page}.gz)
+  endif()
+  if(_mesh_section EQUAL 8)
+    list(APPEND MESH_MAN8_FILES ${_mesh_page})
   else()
     list(APPEND MESH_MAN_FILES ${_mesh_page})
   endif()
 endforeach()
+if(MESH_MAN_FILES OR MESH_MAN8_FILES)
+  add_custom_target(mesh-man-pages ALL DEPENDS ${MESH_MAN_FILES} ${MESH_MAN8_FILES})
+endif()
 if(MESH_MAN_FILES)
-  add_custom_target(mesh-man-pages ALL DEPENDS ${MESH_MAN_FILES})
   install(FILES ${MESH_MAN_FILES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+endif()
+if(MESH_MAN8_FILES)
+  install(FILES ${MESH_MAN8_FILES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
@@ -54,8 +69,9 @@ and moves data over RDMA (RoCE v2 or InfiniBand verbs, libibverbs loaded at run 
 multi-stream TCP.
 .
 This package contains the plugin (libnccl-net-mesh.so, and librccl-net-mesh.so for RCCL),
-nccl-mesh-doctor, which checks a host of the mesh before NCCL runs on it, and nccl-mesh-bench,
-which measures links and collectives through the plugin without a GPU.")
+nccl-mesh-doctor, which checks a host of the mesh before NCCL runs on it, nccl-mesh-bench,
+which measures links and collectives through the plugin without a GPU, and nccl-mesh-relayd,
+the relay agent as a host service (systemd unit nccl-mesh-relayd.service, not enabled).")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)

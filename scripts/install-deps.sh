@@ -3,7 +3,7 @@
 # present; needs root (apt-get) otherwise. Debian 12 package names.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config clang libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-      libfmt-dev libibverbs-dev iproute2 nftables gnuplot-nox procps python3 dpkg-dev file)
+      libfmt-dev libibverbs-dev libssl-dev iproute2 nftables gnuplot-nox procps python3 dpkg-dev file)
 # libibverbs-dev: the verbs headers only; the plugin dlopens libibverbs.so.1 at run time.
 # dpkg-dev (dpkg-shlibdeps) and file: CPack's .deb (cpack -G DEB) computes the Depends field.
 missing=()

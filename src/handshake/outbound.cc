@@ -52,8 +52,12 @@ void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
     rr.rdma = hop.rdma;
     rr.dest = req.relay_dest;
     if (rr.dest.size() > relay::kMaxRequestAddrs) rr.dest.resize(relay::kMaxRequestAddrs);
+    // The proof that this connector holds the listener's handle (its nonce): the destination
+    // host's agent connects only then (relay/request.h). Fresh time and random on every try.
+    rr.tag = relay::relay_listener_tag(req.nonce.data(), req.nonce.size());
     out->relay_request.assign(relay::kRequestSize, 0);
-    relay::encode_request(rr, out->relay_request.data());
+    relay::encode_request(rr, relay::relay_listener_key(req.nonce.data(), req.nonce.size()),
+                          out->relay_request.data());
     out->relay_sent = 0;
     out->relay_got = 0;
   } else {

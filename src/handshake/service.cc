@@ -92,6 +92,7 @@ void Service::stop() {
     ep->closed = true;
   }
   listens_.clear();
+  registrar_.reset();
   epoll_.reset();
   wake_fd_.reset();
   port_ = 0;
@@ -107,6 +108,8 @@ std::shared_ptr<ListenEndpoint> Service::open_listen() {
   fill_random(ep->nonce.data(), ep->nonce.size());
   std::lock_guard<std::mutex> lock(mu_);
   listens_.push_back(ep);
+  // Relayed connections reach this listener only once the host's relay agent knows it.
+  registrar_.add(port_, ep->nonce.data(), ep->nonce.size());
   return ep;
 }
 
@@ -115,6 +118,7 @@ void Service::close_listen(const std::shared_ptr<ListenEndpoint>& ep) {
   ep->closed = true;
   ep->ready.clear();  // connections never accepted: their sockets close, the peer sees EOF
   std::erase(listens_, ep);
+  registrar_.remove(port_, ep->nonce.data(), ep->nonce.size());
   for (auto it = partial_.begin(); it != partial_.end();) {
     it = it->first.first == ep.get() ? partial_.erase(it) : std::next(it);
   }
@@ -232,6 +236,7 @@ void Service::loop() {
 
 // Every deadline, once per loop turn (at least once every 10 ms).
 void Service::expire(int64_t now) {
+  registrar_.tick(now);
   expire_outgoing(now);
   retry_outgoing(now);
   expire_incoming(now);

@@ -34,6 +34,7 @@
 #include "handshake/handle.h"
 #include "handshake/hello.h"
 #include "handshake/warn_limiter.h"
+#include "relay/registrar.h"
 #include "topology/selection.h"
 #include "util/ipv4.h"
 #include "util/socket_util.h"
@@ -110,6 +111,11 @@ class Service {
   void stop();
   bool running() const { return thread_.joinable(); }
   uint16_t port() const { return port_; }
+  // The local socket of the host's relay agent (relay::agent_socket_name): every open listen is
+  // registered there, so relayed connections can reach it (docs/relay.md). Empty: none.
+  void set_relay_registration(const std::string& name) { registrar_.configure(name); }
+  // The same local socket, for a standby's route queries (relay::Agent::route_for_rdma).
+  relay::Registrar& relay_registrar() { return registrar_; }
   // Set before start(); without one, hellos with an extension are refused.
   void set_extension_handler(ExtensionHandler handler) { extension_handler_ = std::move(handler); }
   // The shared settings this process sends in its hellos and expects in others' (agreement.h);
@@ -179,6 +185,7 @@ class Service {
   uint16_t port_ = 0;
   ExtensionHandler extension_handler_;
   Agreement agreement_ = local_agreement();
+  relay::Registrar registrar_;
   int64_t timeout_ms_ = 30000;
   WarnLimiter warns_;
   int64_t accept_paused_until_ms_ = 0;  // 0: the listeners are in the epoll set

@@ -5,10 +5,12 @@
 
 #include "handshake/agreement.h"
 #include "handshake/handle.h"
+#include "relay/agent_config.h"
 #include "topology/emulated_mesh.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
 #include "transport/connection_factory.h"
+#include "transport/rdma/options_from_settings.h"
 #include "transport/rdma/relay_send_connection.h"
 #include "transport/tcp/io_pool.h"
 #include "transport/tcp/stream_plan.h"
@@ -36,18 +38,6 @@ std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
   std::string s;
   for (const auto& i : itfs) s += (s.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
   return s.empty() ? "(none)" : s;
-}
-
-// Each transport's share of the settings table.
-rdma::RdmaOptions rdma_options(const Settings& s) {
-  rdma::RdmaOptions opt;
-  opt.mode = s.transport;
-  opt.gid_index = static_cast<int>(s.gid_index);
-  opt.qps_per_conn = static_cast<size_t>(s.qps_per_conn);
-  opt.qp.timeout = static_cast<int>(s.ib_timeout);
-  opt.qp.retry_cnt = static_cast<int>(s.ib_retry_cnt);
-  opt.host_as_gpu = s.test_host_as_gpu != 0;
-  return opt;
 }
 
 // GPU memory cannot travel over TCP (the plugin links nothing that could read it): a device that
@@ -111,7 +101,7 @@ bool Plugin::discover(std::string* why) {
               devices_[d].name.c_str(), members.c_str(), devices_[d].speed_mbps,
               devices_[d].pci_path.empty() ? "(virtual)" : devices_[d].pci_path.c_str());
   }
-  rdma_.bind(selection_.used, rdma_options(s));
+  rdma_.bind(selection_.used, rdma::rdma_options(s));
   // Fixed from here on: getProperties reports it, and connect/accept refuse TCP on a device
   // that advertised GPU memory, without probing sysfs and verbs devices on every call.
   ptr_support_.clear();
@@ -176,32 +166,31 @@ void Plugin::start_relay_agent() {
   const Settings& s = settings();
   if (s.relay == 0 || relay_.running()) return;
   relay::AgentConfig cfg;
-  cfg.port = static_cast<uint16_t>(s.relay_port);
-  cfg.interfaces = selection_.used;
-  // An emulated host, or a process that plays a host of its own (NCCL_MESH_RELAY_SCOPE=process).
-  cfg.bind_interface_addresses = !s.emulate.empty() || s.relay_scope == RelayScope::kProcess;
-  cfg.user_timeout_ms = s.tcp_user_timeout_ms;
-  cfg.connect_timeout_ms = std::min<int64_t>(s.connect_timeout_ms, 10000);
   std::string why;
+  if (!relay::agent_config_from_settings(s, selection_.used, &cfg, &why)) {
+    // Never run unauthenticated when a key was asked for: no relay agent at all.
+    MESH_WARN(
+        "relay agent not started: %s; peers without a common subnet cannot be reached from "
+        "this process",
+        why.c_str());
+    return;
+  }
   if (rdma_.any_usable()) {
-    rdma::ForwarderOptions fo;
-    fo.slots = static_cast<uint32_t>(s.relay_rdma_slots);
-    fo.slot_bytes = static_cast<uint32_t>(s.relay_rdma_slot_bytes / 4096 * 4096);
-    fo.drain_timeout_ms = s.relay_rdma_drain_ms;
-    forwarder_.configure(fo);
+    forwarder_.configure(rdma::forwarder_options(s));
     rdma::RelayForwarder* fw = &forwarder_;
     cfg.rdma_forward = [fw](relay::RdmaHandoff& h, std::string* w) { return fw->adopt(h, w); };
-  }
-  if (!relay::parse_route_pins(s.relay_via, &cfg.pins, &why)) {
-    MESH_WARN("NCCL_MESH_RELAY_VIA=%s ignored: %s", s.relay_via.c_str(), why.c_str());
-    cfg.pins.clear();
   }
   if (!relay_.start(cfg, &why)) {
     MESH_WARN(
         "relay agent not started: %s; peers without a common subnet cannot be reached from "
         "this process",
         why.c_str());
+    return;
   }
+  // This process's listeners are registered with the host's agent (this one or another's), and
+  // a standby asks that agent for routes (RDMA relay) on the same local socket.
+  service_.set_relay_registration(relay::agent_socket_name(cfg));
+  relay_.set_local_client(&service_.relay_registrar());
 }
 
 Context* Plugin::legacy_context() {
@@ -550,7 +539,7 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
     // Equal-cost relay hosts (both ways round a ring) share the connections: the random nonce
     // picks one, the same on every call for this connection.
     const uint16_t spread = static_cast<uint16_t>(h.nonce[0] | (h.nonce[1] << 8));
-    switch (relay_.first_hop(h.addrs, spread, &first, &why, since_ms)) {
+    switch (relay_.route_for_rdma(h.addrs, spread, &first, &why, since_ms)) {
       case relay::HopStatus::kWait:
         return RelayPlan::kWait;
       case relay::HopStatus::kFail:

@@ -3,12 +3,16 @@
 #include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <set>
 
 #include "relay/splice.h"
 #include "util/clock.h"
@@ -21,11 +25,11 @@ namespace {
 
 constexpr int64_t kBindRetryMs = 1000;
 constexpr int64_t kRequestTimeoutMs = 10000;  // an accepted socket must send its request by then
-constexpr int64_t kConvergeMs = 6000;         // after this long, a missing route is an error
 // Routes are given out only this long after the agent bound its port: beacons travel one cable
 // per interval, so a ring or line of a few hosts has then seen every equal-cost path.
 constexpr int64_t kSettleMs = 2500;
 constexpr int64_t kWarnEveryMs = 10000;
+constexpr int kMaxBeaconsPerSecond = 20;
 
 uint32_t seq_floor() {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -46,6 +50,12 @@ std::vector<uint32_t> beacon_targets(const Ipv4Prefix& a) {
   return {net | ~mask};
 }
 
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 bool set_epoll(int ep, int op, int fd, uint32_t events, void* ptr) {
   epoll_event ev{};
   ev.events = events;
@@ -56,7 +66,7 @@ bool set_epoll(int ep, int op, int fd, uint32_t events, void* ptr) {
 }  // namespace
 
 struct Agent::Target {
-  enum class Kind { kWake, kListener, kUdp, kUp, kDown, kSplice };
+  enum class Kind { kWake, kListener, kUdp, kUp, kDown, kSplice, kLocalListener, kLocal };
   Kind kind = Kind::kWake;
   int fd = -1;
   Pending* pending = nullptr;
@@ -80,13 +90,31 @@ struct Agent::Pending {
   size_t got = 0;
   RelayRequest req;
   bool have_request = false;
-  bool last_hop = false;
+  bool last_hop = false;     // this host is the destination's: connecting to its listener
+  bool await_reply = false;  // RDMA next to the destination: reading its agent's answer
+  uint8_t reply[kRelayReplySize] = {};
+  size_t reply_got = 0;
   bool dead = false;
   int64_t deadline_ms = 0;
   std::string from;                        // upstream peer "addr:port"
   std::string to;                          // onward "addr:port"
   uint32_t down_local = 0, down_peer = 0;  // the onward socket's addresses
 };
+
+size_t pairs_for_fd_limit(uint64_t soft_limit) {
+  const uint64_t usable = soft_limit > 1024 ? (soft_limit - 1024) / 6 : 0;
+  return static_cast<size_t>(std::clamp<uint64_t>(usable, 512, 4096));
+}
+
+std::string agent_socket_name(const AgentConfig& config) {
+  uint32_t scope = 0;
+  if (config.bind_interface_addresses) {
+    std::vector<Ipv4Prefix> addrs;
+    for (const auto& i : config.interfaces) addrs.push_back(i.addr);
+    scope = host_id_of(addrs);
+  }
+  return local_socket_name(config.port, scope);
+}
 
 Agent::Agent() = default;
 Agent::~Agent() {
@@ -96,6 +124,11 @@ Agent::~Agent() {
 bool Agent::start(const AgentConfig& config, std::string* why) {
   if (running()) return true;
   config_ = config;
+  if (config_.max_pairs == 0) {
+    rlimit l{};
+    getrlimit(RLIMIT_NOFILE, &l);
+    config_.max_pairs = pairs_for_fd_limit(l.rlim_cur == RLIM_INFINITY ? ~0ull : l.rlim_cur);
+  }
   std::vector<Ipv4Prefix> addrs;
   for (const auto& i : config_.interfaces) addrs.push_back(i.addr);
   if (addrs.empty()) {
@@ -103,6 +136,7 @@ bool Agent::start(const AgentConfig& config, std::string* why) {
     return false;
   }
   state_ = std::make_unique<LinkState>(addrs, seq_floor());
+  state_->set_key(config_.cluster_key);
   self_id_ = state_->self_id();
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -134,6 +168,9 @@ void Agent::stop() {
   listeners_.clear();
   udp_recv_.clear();
   udp_send_.clear();
+  local_clients_.clear();
+  local_.reset();
+  registry_ = Registry();
   targets_.clear();
   epoll_.reset();
   wake_.reset();
@@ -144,13 +181,31 @@ void Agent::stop() {
 
 bool Agent::try_bind() {
   last_bind_try_ms_ = monotonic_ms();
-  std::vector<uint32_t> addrs;
-  if (config_.bind_interface_addresses) {
-    for (const auto& i : config_.interfaces) addrs.push_back(i.addr.addr);
-  } else {
-    addrs.push_back(0);
+  // Only the mesh interfaces' addresses (never 0.0.0.0: the management network and every other
+  // interface have no business with the relay port), and for UDP also their subnets' broadcast
+  // addresses (beacons on subnets wider than /30 are broadcast). The first process to bind them
+  // all (and the local socket) is the host's agent.
+  std::vector<uint32_t> addrs, bcast;
+  std::set<uint32_t> seen;
+  for (const auto& i : config_.interfaces) {
+    if (seen.insert(i.addr.addr).second) addrs.push_back(i.addr.addr);
+  }
+  for (const auto& i : config_.interfaces) {
+    if (i.addr.prefix >= 30) continue;
+    const uint32_t b = i.addr.addr | ~netmask(i.addr.prefix);
+    if (seen.insert(b).second) bcast.push_back(b);
   }
   std::vector<UniqueFd> tcp, udp;
+  auto taken = [&](uint32_t a, const char* what) {
+    if (bound_ms_ == 0 && last_bind_try_ms_ - started_ms_ < kBindRetryMs) {
+      MESH_INFO(NCCL_INIT | NCCL_NET,
+                "relay: %s on %s is taken (%s): another plugin process (or nccl-mesh-relayd) on "
+                "this host is its relay agent; this one stands by and takes over if it goes",
+                what, a == 0 ? "the local socket" : format_ipv4(a).c_str(),
+                errno_text(errno).c_str());
+    }
+    return false;
+  };
   for (uint32_t a : addrs) {
     UniqueFd l(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     UniqueFd u(socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -163,17 +218,36 @@ bool Agent::try_bind() {
     if (bind(l.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0 ||
         listen(l.get(), 128) != 0 ||
         bind(u.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
-      if (bound_ms_ == 0 && last_bind_try_ms_ - started_ms_ < kBindRetryMs) {
-        MESH_INFO(NCCL_INIT | NCCL_NET,
-                  "relay: port %u on %s is taken (%s): another plugin process on this host is "
-                  "its relay agent; this one stands by and takes over if it goes",
-                  config_.port, a == 0 ? "0.0.0.0" : format_ipv4(a).c_str(),
-                  errno_text(errno).c_str());
-      }
-      return false;
+      return taken(a, "the relay port");
     }
     tcp.push_back(std::move(l));
     udp.push_back(std::move(u));
+  }
+  for (uint32_t b : bcast) {
+    UniqueFd u(socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    const sockaddr_in sa = make_sockaddr(b, config_.port);
+    if (!u.valid() || bind(u.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0)
+      return taken(b, "the relay port (broadcast)");
+    udp.push_back(std::move(u));
+  }
+  UniqueFd local(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  {
+    const std::string name = agent_socket_name(config_);
+    sockaddr_un un{};
+    un.sun_family = AF_UNIX;
+    std::memcpy(un.sun_path, name.data(), name.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+    if (!local.valid() || bind(local.get(), reinterpret_cast<const sockaddr*>(&un), len) != 0 ||
+        listen(local.get(), 64) != 0)
+      return taken(0, "the local socket");
+  }
+  {
+    auto t = std::make_unique<Target>();
+    t->kind = Target::Kind::kLocalListener;
+    t->fd = local.get();
+    set_epoll(epoll_.get(), EPOLL_CTL_ADD, local.get(), EPOLLIN, t.get());
+    targets_.push_back(std::move(t));
+    local_ = std::move(local);
   }
   for (size_t i = 0; i < config_.interfaces.size(); ++i) {
     const Ipv4Prefix& a = config_.interfaces[i].addr;
@@ -208,11 +282,10 @@ bool Agent::try_bind() {
   std::string mine;
   for (const auto& i : config_.interfaces)
     mine += (mine.empty() ? "" : ", ") + i.name + " " + format_prefix(i.addr);
-  MESH_INFO(NCCL_INIT | NCCL_NET, "relay: this process is %s on port %u (%s)",
-            config_.bind_interface_addresses
-                ? "a relay agent of its own, bound to its interfaces' addresses"
-                : "the host's relay agent",
-            config_.port, mine.c_str());
+  MESH_INFO(
+      NCCL_INIT | NCCL_NET, "relay: this process is %s on port %u of %s (local socket @%s)",
+      config_.bind_interface_addresses ? "a relay agent of its own" : "the host's relay agent",
+      config_.port, mine.c_str(), agent_socket_name(config_).c_str() + 1);
   return true;
 }
 
@@ -261,6 +334,21 @@ void Agent::read_beacons(int fd, int64_t now) {
                                reinterpret_cast<sockaddr*>(&from), &len);
     if (n < 0) return;
     const uint32_t source = ntohl(from.sin_addr.s_addr);
+    // At most kMaxBeaconsPerSecond from one address: a neighbour (or anything on a mesh
+    // subnet) flooding the port costs a bounded amount of decoding, and the table never churns.
+    if (beacon_rate_.size() > 1024) beacon_rate_.clear();  // bounded: spoofed sources
+    auto& [second, count] = beacon_rate_[source];
+    if (now / 1000 != second) {
+      second = now / 1000;
+      count = 0;
+    }
+    if (++count > kMaxBeaconsPerSecond) {
+      warn_limited("beacon-rate",
+                   "dropping beacons from " + format_ipv4(source) + ": more than " +
+                       std::to_string(kMaxBeaconsPerSecond) + " a second (an agent sends 2)",
+                   now);
+      continue;
+    }
     Beacon b;
     std::string why;
     if (!decode_beacon(buf.data(), static_cast<size_t>(n), &b, &why)) {
@@ -272,9 +360,24 @@ void Agent::read_beacons(int fd, int64_t now) {
                    now);
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!state_->receive(b, source, now, &why))
+    size_t dropped = 0;
+    bool ok;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ok = state_->receive(b, source, now, &why, &dropped);
+    }
+    if (!ok) {
       warn_limited("beacon-source", "ignored a beacon: " + why, now);
+    } else if (dropped > 0) {
+      warn_limited("beacon-entries",
+                   "dropped " + std::to_string(dropped) + " entr" + (dropped == 1 ? "y" : "ies") +
+                       " of a beacon from " + format_ipv4(source) +
+                       (config_.cluster_key.empty()
+                            ? ": they claim addresses of this host or of the sender"
+                            : ": not signed with the cluster key, or claiming addresses of this "
+                              "host or of the sender"),
+                   now);
+    }
   }
 }
 
@@ -307,8 +410,10 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     hosts = state_->hosts();
   }
   if (!find_route(hosts, self_id_, dest, config_.pins, &r, why)) {
-    return monotonic_ms() - std::max(bound_ms, since_ms) < kConvergeMs ? HopStatus::kWait
-                                                                       : HopStatus::kFail;
+    // A missing route is a failure only at the connect's deadline (NCCL_MESH_CONNECT_TIMEOUT_MS):
+    // a relay host may start late, or beacons be lost behind a saturated cable for a while.
+    return monotonic_ms() - std::max(bound_ms, since_ms) < config_.route_wait_ms ? HopStatus::kWait
+                                                                                 : HopStatus::kFail;
   }
   if (r.hops > kDefaultHopLimit + 1) {
     *why = "the route is " + std::to_string(r.hops) + " cables long (at most " +
@@ -329,6 +434,29 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
   out->cables = r.hops;
   out->path = std::to_string(r.hops) + " cables, " + std::to_string(r.next.size()) +
               " equal-cost first hop(s); one shortest path relays through " + path;
+  return HopStatus::kOk;
+}
+
+HopStatus Agent::route_for_rdma(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
+                                std::string* why, int64_t since_ms) {
+  if (bound_ || local_client_ == nullptr) return first_hop(dest, stream, out, why, since_ms);
+  RouteAnswer a;
+  if (!local_client_->query(dest, stream, monotonic_ms() - since_ms, &a)) {
+    *why = "asking this host's relay agent for the route (local socket)";
+    // Without an answer by the connect's deadline the plan fails like a missing route.
+    return monotonic_ms() - since_ms < config_.route_wait_ms ? HopStatus::kWait : HopStatus::kFail;
+  }
+  if (a.status != static_cast<uint8_t>(HopStatus::kOk)) {
+    *why = a.why;
+    return static_cast<HopStatus>(a.status);
+  }
+  out->local = a.local;
+  out->peer_addr = a.peer;
+  out->port = a.port;
+  out->cables = a.cables;
+  out->route = format_ipv4(a.peer);
+  out->path = a.path + " (route from this host's relay agent)";
+  out->via_local_agent = false;
   return HopStatus::kOk;
 }
 
@@ -359,6 +487,12 @@ void Agent::loop() {
         case Target::Kind::kUdp:
           read_beacons(t->fd, now);
           break;
+        case Target::Kind::kLocalListener:
+          accept_local(t->fd);
+          break;
+        case Target::Kind::kLocal:
+          read_local(t->fd);
+          break;
         case Target::Kind::kUp:
         case Target::Kind::kDown:
           if (!t->pending->dead)
@@ -377,6 +511,154 @@ void Agent::loop() {
       it = it->second->dead ? pending_.erase(it) : std::next(it);
     }
   }
+}
+
+void Agent::accept_local(int fd) {
+  for (int i = 0; i < 64; ++i) {
+    UniqueFd c(accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!c.valid()) return;
+    ucred cred{};
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+        !peer_allowed(cred.uid, cred.gid, geteuid(), config_.allowed_gid)) {
+      warn_limited(
+          "local-user",
+          "refused a process of user " + std::to_string(cred.uid) + " (pid " +
+              std::to_string(cred.pid) + ") on the local socket: only this user, root" +
+              (config_.allowed_gid >= 0 ? " and group " + std::to_string(config_.allowed_gid)
+                                        : std::string()) +
+              " may register listeners",
+          monotonic_ms());
+      continue;
+    }
+    if (local_clients_.size() >= 4096) {
+      warn_limited("local-cap", "refused a local client: 4096 plugin processes are registered",
+                   monotonic_ms());
+      continue;
+    }
+    auto t = std::make_unique<Target>();
+    t->kind = Target::Kind::kLocal;
+    t->fd = c.get();
+    set_epoll(epoll_.get(), EPOLL_CTL_ADD, c.get(), EPOLLIN | EPOLLRDHUP, t.get());
+    const int key = c.get();
+    local_clients_[key] = {std::move(c), t.get()};
+    targets_.push_back(std::move(t));
+    MESH_INFO(NCCL_NET, "relay: plugin process %d registers its listeners here",
+              static_cast<int>(cred.pid));
+  }
+}
+
+void Agent::read_local(int fd) {
+  auto it = local_clients_.find(fd);
+  if (it == local_clients_.end()) return;
+  for (int i = 0; i < 256; ++i) {
+    uint8_t m[64];
+    const ssize_t n = recv(fd, m, sizeof(m), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    Registration r;
+    std::string why;
+    RouteQuery q;
+    if (n > 0 && m[0] == 3 && decode_route_query(m, static_cast<size_t>(n), &q, &why)) {
+      // A standby's route query: answered from this agent's graph, on the same socket.
+      FirstHop hop;
+      RouteAnswer a;
+      a.id = q.id;
+      a.status = static_cast<uint8_t>(
+          first_hop(q.dest, q.stream, &hop, &a.why, monotonic_ms() - q.age_ms));
+      a.cables = static_cast<uint16_t>(hop.cables);
+      a.local = hop.local;
+      a.port = hop.port;
+      a.peer = hop.peer_addr;
+      a.path = hop.path;
+      const std::vector<uint8_t> b = encode_route_answer(a);
+      (void)!send(fd, b.data(), b.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue;
+    }
+    if (n <= 0 || !decode_registration(m, static_cast<size_t>(n), &r, &why)) {
+      if (n > 0) warn_limited("local-bad", "closed a local client: " + why, monotonic_ms());
+      // The process exited (or misbehaved): its listeners are gone with it.
+      registry_.drop_client(fd);
+      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+      Target* t = it->second.second;
+      std::erase_if(targets_, [t](const auto& p) { return p.get() == t; });
+      local_clients_.erase(it);
+      return;
+    }
+    if (!r.add) {
+      registry_.remove(fd, r.tag);
+    } else if (!registry_.add(fd, r, &why)) {
+      warn_limited("local-reg", "a registration was refused: " + why, monotonic_ms());
+    }
+  }
+}
+
+bool Agent::admit_terminal(Pending* p, int64_t now) {
+  const RelayRequest& req = p->req;
+  const Registry::Entry* e = registry_.find(req.tag);
+  if (e == nullptr || e->port != req.port) {
+    finish_pending(p, ReplyCode::kNotRegistered,
+                   "refused a relay request for port " + std::to_string(req.port) +
+                       ": no plugin listener of this host is registered for that port and "
+                       "handle (a request for a port that is not an nccl-mesh listener, or for "
+                       "a closed one)");
+    return false;
+  }
+  const int64_t skew = static_cast<int64_t>(req.time_ms) - wall_ms();
+  if (!verify_proof(p->buf, e->key)) {
+    finish_pending(p, ReplyCode::kBadProof,
+                   "refused a relay request for port " + std::to_string(req.port) +
+                       ": its proof of the listener's handle does not verify");
+    return false;
+  }
+  if (skew > kProofWindowMs || skew < -kProofWindowMs) {
+    finish_pending(p, ReplyCode::kBadProof,
+                   "refused a relay request for port " + std::to_string(req.port) +
+                       ": its time is " + std::to_string(skew / 1000) +
+                       " s from this host's clock (more than " +
+                       std::to_string(kProofWindowMs / 1000) +
+                       " s: a replay, or the hosts' clocks disagree: run NTP)");
+    return false;
+  }
+  if (!replays_.insert(req.proof, now, 2 * kProofWindowMs)) {
+    finish_pending(p, ReplyCode::kBadProof,
+                   "refused a relay request for port " + std::to_string(req.port) +
+                       ": a replay of a request already carried");
+    return false;
+  }
+  return true;
+}
+
+void Agent::on_down_reply(Pending* p) {
+  for (;;) {
+    const ssize_t n =
+        recv(p->down.get(), p->reply + p->reply_got, sizeof(p->reply) - p->reply_got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+      finish_pending(p, ReplyCode::kConnectFailed,
+                     "the destination's relay agent at " + p->to + " closed without answering");
+      return;
+    }
+    p->reply_got += static_cast<size_t>(n);
+    if (p->reply_got == sizeof(p->reply)) break;
+  }
+  ReplyCode code;
+  if (!decode_relay_reply(p->reply, &code)) {
+    finish_pending(p, ReplyCode::kConnectFailed,
+                   "the destination's relay port " + p->to +
+                       " answered bytes that are not a "
+                       "relay reply");
+    return;
+  }
+  if (code != ReplyCode::kOk) {
+    // Passed back unchanged: the connector retries or fails as if it had asked itself.
+    finish_pending(p, code, "");
+    return;
+  }
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->up.get(), nullptr);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->down.get(), nullptr);
+  set_tcp_options(p->up.get(), config_.user_timeout_ms);
+  set_tcp_options(p->down.get(), config_.user_timeout_ms);
+  hand_to_rdma(p);
 }
 
 void Agent::accept_requests(int fd) {
@@ -431,7 +713,12 @@ void Agent::finish_pending(Pending* p, ReplyCode code, const std::string& why) {
     p->down.reset();
   }
   p->dead = true;
-  if (code != ReplyCode::kOk && !why.empty())
+  if (code == ReplyCode::kNoRoute) {
+    // While beacons converge (a host that started late, lost beacons) a relay may not know a
+    // route yet: the connector retries until its deadline and WARNs then, naming the route.
+    MESH_INFO(NCCL_NET, "relay: relay request from %s: %s (the connector retries)", p->from.c_str(),
+              why.c_str());
+  } else if (code != ReplyCode::kOk && !why.empty())
     warn_limited(std::string("refuse-") + std::to_string(static_cast<int>(code)),
                  "relay request from " + p->from + ": " + why, monotonic_ms());
 }
@@ -466,6 +753,10 @@ void Agent::on_pending(Pending* p, bool downstream, uint32_t events, int64_t now
     route_request(p, now);
     return;
   }
+  if (p->await_reply) {
+    on_down_reply(p);
+    return;
+  }
   int err = 0;
   socklen_t len = sizeof(err);
   getsockopt(p->down.get(), SOL_SOCKET, SO_ERROR, &err, &len);
@@ -473,7 +764,22 @@ void Agent::on_pending(Pending* p, bool downstream, uint32_t events, int64_t now
     finish_pending(p, ReplyCode::kConnectFailed, "connect to " + p->to + ": " + errno_text(err));
     return;
   }
-  if (events & EPOLLOUT) start_splice(p);
+  if (!(events & EPOLLOUT)) return;
+  if (p->req.rdma && !p->last_hop) {
+    // Next to the destination with the RDMA flag: the destination host's agent must admit the
+    // socket (registration, proof) before the forwarder takes it.
+    uint8_t b[kRequestSize];
+    reencode_request(p->buf, static_cast<uint8_t>(p->req.hop_limit - 1), b);
+    if (send(p->down.get(), b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(sizeof(b))) {
+      finish_pending(p, ReplyCode::kConnectFailed, "sending the request to " + p->to + " failed");
+      return;
+    }
+    p->await_reply = true;
+    set_epoll(epoll_.get(), EPOLL_CTL_MOD, p->down.get(), EPOLLIN | EPOLLRDHUP, &p->down_t);
+    return;
+  }
+  start_splice(p);
 }
 
 void Agent::route_request(Pending* p, int64_t now) {
@@ -481,35 +787,50 @@ void Agent::route_request(Pending* p, int64_t now) {
   Ipv4Prefix local{};
   uint32_t peer = 0;
   uint16_t port = 0;
-  // Last hop: this host shares a subnet with the destination (or is it).
+  // The destination is this host: the last hop, to a registered listener only.
   for (const Ipv4Prefix& d : req.dest) {
     for (const auto& itf : config_.interfaces) {
-      if (peer == 0 && itf.addr.prefix == d.prefix && in_subnet(itf.addr, d.addr)) {
+      if (peer == 0 && itf.addr.addr == d.addr) {
         local = itf.addr;
         peer = d.addr;
       }
     }
   }
   if (peer != 0) {
+    if (!admit_terminal(p, now)) return;
     p->last_hop = true;
     port = req.port;
-    if (req.rdma && !config_.rdma_forward) {
-      finish_pending(p, ReplyCode::kNoRdmaRelay,
-                     "RDMA relay asked, but this host has no usable RDMA port on the mesh "
-                     "interfaces of its relay agent");
-      return;
-    }
-  } else if (req.rdma) {
-    // The forwarder writes to the destination itself: it must share a cable with it.
-    finish_pending(p, ReplyCode::kNoRdmaRelay,
-                   "RDMA relay asked for a destination this host has no cable to (RDMA relay "
-                   "crosses one relay host)");
-    return;
   } else {
-    if (req.hop_limit == 0) {
-      finish_pending(p, ReplyCode::kHopLimit, "hop limit reached before the destination");
+    // Next to the destination: its own host's agent (on the shared subnet) is the last hop.
+    for (const Ipv4Prefix& d : req.dest) {
+      for (const auto& itf : config_.interfaces) {
+        if (peer == 0 && itf.addr.prefix == d.prefix && in_subnet(itf.addr, d.addr)) {
+          local = itf.addr;
+          peer = d.addr;
+        }
+      }
+    }
+    if (peer != 0) {
+      port = config_.port;
+      if (req.rdma && !config_.rdma_forward) {
+        finish_pending(p, ReplyCode::kNoRdmaRelay,
+                       "RDMA relay asked, but this host has no usable RDMA port on the mesh "
+                       "interfaces of its relay agent");
+        return;
+      }
+    } else if (req.rdma) {
+      // The forwarder writes to the destination itself: it must share a cable with it.
+      finish_pending(p, ReplyCode::kNoRdmaRelay,
+                     "RDMA relay asked for a destination this host has no cable to (RDMA relay "
+                     "crosses one relay host)");
       return;
     }
+  }
+  if (req.hop_limit == 0 && !p->last_hop) {
+    finish_pending(p, ReplyCode::kHopLimit, "hop limit reached before the destination");
+    return;
+  }
+  if (peer == 0) {
     Route r;
     std::string why;
     std::vector<HostEntry> hosts;
@@ -571,10 +892,6 @@ void Agent::start_splice(Pending* p) {
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->down.get(), nullptr);
   set_tcp_options(p->up.get(), config_.user_timeout_ms);
   set_tcp_options(p->down.get(), config_.user_timeout_ms);
-  if (p->req.rdma) {
-    hand_to_rdma(p);
-    return;
-  }
   auto owned = std::make_unique<Box>();
   Box* box = owned.get();
   box->what = "stream " + std::to_string(p->req.stream) + " " + p->from + " -> " + p->to +
@@ -586,10 +903,8 @@ void Agent::start_splice(Pending* p) {
     encode_relay_reply(ReplyCode::kOk, r);
     box->splice->preload(0, r, sizeof(r));
   } else {
-    RelayRequest next = p->req;
-    next.hop_limit = static_cast<uint8_t>(p->req.hop_limit - 1);
     uint8_t b[kRequestSize];
-    encode_request(next, b);
+    reencode_request(p->buf, static_cast<uint8_t>(p->req.hop_limit - 1), b);
     box->splice->preload(1, b, sizeof(b));
   }
   for (int side = 0; side < 2; ++side) {

@@ -1,18 +1,23 @@
 // The host's relay agent (docs/relay.md). Every plugin process starts one; the process whose
-// agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on 0.0.0.0, without SO_REUSEPORT: one winner
-// per host or namespace) is the host's agent, the others stand by and retry the bind every
-// second, so a host relays while any plugin process lives on it. With bind_interface_addresses
-// (NCCL_MESH_EMULATE, NCCL_MESH_RELAY_SCOPE=process) each process binds its own interfaces'
-// addresses instead and is an agent of its own: one "host" per process, for tests that put
-// several hosts into one network namespace.
+// agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on each mesh interface's address, never on
+// 0.0.0.0 nor the management network, without SO_REUSEPORT: one winner per host or namespace)
+// and the local socket (relay/registry.h) is the host's agent, the others stand by and retry the
+// bind every second, so a host relays while any plugin process lives on it. With
+// bind_interface_addresses (NCCL_MESH_EMULATE, NCCL_MESH_RELAY_SCOPE=process) each process is an
+// agent of its own (its local socket name carries its host id): one "host" per process, for
+// tests that put several hosts into one network namespace.
 //
 // The agent's thread (epoll):
 //  - sends a beacon (relay/beacon.h) every kBeaconIntervalMs on each mesh interface and keeps the
 //    cable graph it learns (relay/link_state.h);
-//  - accepts relay requests (relay/request.h) on the relay port, connects onward (the next agent,
-//    or the destination's handshake port when it shares a subnet with it), and splices the two
-//    sockets (relay/splice.h), at most max_pairs pairs; a request with the RDMA flag, once
-//    connected to the destination, goes to the RDMA forwarder instead (config.rdma_forward).
+//  - accepts relay requests (relay/request.h) on the relay port, connects onward (the next agent;
+//    the destination host's own agent when it shares a subnet with it) and splices the two
+//    sockets (relay/splice.h), at most max_pairs pairs. As the destination host's agent (the
+//    last hop) it connects only to a listener that a plugin process of its host registered on
+//    the local socket, for a request that proves it holds that listener's handle. A request
+//    with the RDMA flag, once the destination's agent answered "ok", goes to the RDMA forwarder
+//    instead of a splice (config.rdma_forward);
+//  - keeps the registrations of this host's plugin processes (relay/registry.h).
 // first_hop() (any thread) says where a connection of this process to a non-adjacent peer goes
 // first: the next hop of a shortest path when this process is the agent, else the host's agent.
 #pragma once
@@ -28,6 +33,8 @@
 
 #include "relay/link_state.h"
 #include "relay/rdma_handoff.h"
+#include "relay/registrar.h"
+#include "relay/registry.h"
 #include "relay/request.h"
 #include "relay/routes.h"
 #include "topology/interface.h"
@@ -43,14 +50,30 @@ struct AgentConfig {
   bool bind_interface_addresses = false;
   int64_t user_timeout_ms = 20000;    // TCP_USER_TIMEOUT on relayed sockets
   int64_t connect_timeout_ms = 5000;  // onward connect of one relayed socket
-  size_t max_pairs = 512;             // relayed socket pairs at once ("busy" beyond)
-  size_t buffer_bytes = 256 * 1024;   // per direction of each pair
-  std::vector<RoutePin> pins;         // NCCL_MESH_RELAY_VIA
+  // Relayed socket pairs at once ("busy" beyond); 0: pairs_for_fd_limit() of this process.
+  size_t max_pairs = 0;
+  // A missing route fails a connect only this long after it began asking (and after the agent
+  // bound its port): NCCL_MESH_CONNECT_TIMEOUT_MS.
+  int64_t route_wait_ms = 30000;
+  size_t buffer_bytes = 256 * 1024;  // per direction of each pair
+  std::vector<RoutePin> pins;        // NCCL_MESH_RELAY_VIA
   // RDMA relay: takes the sockets of a request with the RDMA flag once the agent, next to the
   // destination, has connected to it. Unset (no usable RDMA here): such requests are answered
   // kNoRdmaRelay.
   RdmaForwardHook rdma_forward;
+  // The local socket also admits processes of this group (-1: only this user and root).
+  long allowed_gid = -1;
+  // Cluster key (relay/cluster_key.h): beacons signed and verified with it. Empty: none.
+  ClusterKey cluster_key;
 };
+
+// Relayed socket pairs a process with this RLIMIT_NOFILE soft limit can hold: each pair holds 6
+// descriptors (2 sockets, 2 pipes), 1024 are left to the rest of the process, at least 512
+// (the former fixed cap) and at most 4096 (2 GiB of pipe buffers at worst).
+size_t pairs_for_fd_limit(uint64_t soft_limit);
+
+// The local socket name of the agent a process with this config registers with.
+std::string agent_socket_name(const AgentConfig& config);
 
 struct FirstHop {
   Ipv4Prefix local;              // bind here
@@ -81,10 +104,17 @@ class Agent {
   // still be converging: a route found then might miss an equal-cost path); kFail: the graph is
   // complete enough to say there is no path (*why names what is missing).
   // `since_ms` (monotonic): when the connect began asking; a missing route is a failure only
-  // 6 s after both it and the agent's start (a peer whose agent started a moment ago
-  // is not in the graph yet).
+  // config.route_wait_ms (the connect timeout) after both it and the agent's start (a peer whose
+  // agent starts late is not in the graph yet).
   HopStatus first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
                       std::string* why, int64_t since_ms = 0);
+
+  // first_hop() for a process that must know the route itself (RDMA relay opens its QPs on the
+  // first cable): in a standby, the host's agent is asked over the local socket (`local`, set
+  // by set_local_client), without blocking: kWait until it answered.
+  HopStatus route_for_rdma(const std::vector<Ipv4Prefix>& dest, uint16_t stream, FirstHop* out,
+                           std::string* why, int64_t since_ms);
+  void set_local_client(Registrar* local) { local_client_ = local; }
 
   // Relayed pairs carried now and bytes spliced so far (tests, the log).
   size_t pairs() const { return npairs_.load(); }
@@ -97,6 +127,11 @@ class Agent {
   bool try_bind();
   void send_beacons(int64_t now);
   void read_beacons(int fd, int64_t now);
+  void accept_local(int fd);
+  void read_local(int fd);
+  // The last hop: checks the registration and the proof; false after answering the refusal.
+  bool admit_terminal(Pending* p, int64_t now);
+  void on_down_reply(Pending* p);
   void accept_requests(int fd);
   // An event on the upstream socket (reading the request) or the downstream one (connecting).
   void on_pending(Pending* p, bool downstream, uint32_t events, int64_t now);
@@ -124,11 +159,18 @@ class Agent {
   UniqueFd wake_;
   std::vector<UniqueFd> listeners_;
   std::vector<UniqueFd> udp_recv_;
+  UniqueFd local_;  // the local socket's listener
+  std::map<int, std::pair<UniqueFd, Target*>> local_clients_;
+  Registry registry_;
+  Registrar* local_client_ = nullptr;  // the plugin's registrar (route queries of a standby)
+  ReplayCache replays_;
   std::vector<std::pair<UniqueFd, size_t>> udp_send_;  // socket, interface index
   std::vector<std::unique_ptr<Target>> targets_;       // listeners, udp, wake
   std::map<int, std::unique_ptr<Pending>> pending_;    // by upstream fd
   std::map<Box*, std::unique_ptr<Box>> boxes_;         // relayed socket pairs
   std::map<std::string, int64_t> warned_;
+  // Beacons accepted per source address in the current second (a flood is dropped).
+  std::map<uint32_t, std::pair<int64_t, int>> beacon_rate_;
   bool warned_truncated_ = false;
   int64_t last_bind_try_ms_ = -1;
   int64_t next_beacon_ms_ = 0;

@@ -6,8 +6,57 @@
 #include "relay/fail.h"
 #include "util/byte_order.h"
 #include "util/fnv1a.h"
+#include "util/hmac.h"
 
 namespace mesh::relay {
+
+namespace {
+
+// The bytes of an entry as encoded, without its MAC.
+void append_entry(const HostEntry& h, std::vector<uint8_t>* out) {
+  uint8_t b[10];
+  put_u32(b, h.id);
+  put_u32(b + 4, h.seq);
+  b[8] = static_cast<uint8_t>(h.addrs.size());
+  b[9] = static_cast<uint8_t>(h.neighbours.size());
+  out->insert(out->end(), b, b + 10);
+  for (const Ipv4Prefix& a : h.addrs) {
+    uint8_t e[5];
+    put_u32(e, a.addr);
+    e[4] = a.prefix;
+    out->insert(out->end(), e, e + 5);
+  }
+  for (uint32_t n : h.neighbours) {
+    uint8_t e[4];
+    put_u32(e, n);
+    out->insert(out->end(), e, e + 4);
+  }
+}
+
+std::array<uint8_t, kEntryMacSize> entry_mac(const HostEntry& h, const ClusterKey& key) {
+  std::vector<uint8_t> bytes;
+  append_entry(h, &bytes);
+  const Sha256 m = hmac_sha256(key.data(), key.size(), bytes.data(), bytes.size());
+  std::array<uint8_t, kEntryMacSize> out{};
+  std::copy(m.begin(), m.begin() + kEntryMacSize, out.begin());
+  return out;
+}
+
+}  // namespace
+
+void sign_entry(HostEntry* entry, const ClusterKey& key) {
+  if (key.empty()) {
+    entry->mac = {};
+    return;
+  }
+  entry->mac = entry_mac(*entry, key);
+}
+
+bool entry_verifies(const HostEntry& entry, const ClusterKey& key) {
+  if (key.empty()) return true;
+  const auto m = entry_mac(entry, key);
+  return equal_constant_time(m.data(), entry.mac.data(), kEntryMacSize);
+}
 
 uint32_t host_id_of(std::vector<Ipv4Prefix> addrs) {
   std::sort(addrs.begin(), addrs.end(), [](const Ipv4Prefix& a, const Ipv4Prefix& b) {
@@ -37,24 +86,11 @@ bool encode_beacon(const Beacon& beacon, std::vector<uint8_t>* out, std::string*
       return fail(why, "host entry with " + std::to_string(h.addrs.size()) + " addresses");
     if (h.neighbours.size() > kMaxNeighbours)
       return fail(why, "host entry with " + std::to_string(h.neighbours.size()) + " neighbours");
-    uint8_t b[10];
-    put_u32(b, h.id);
-    put_u32(b + 4, h.seq);
-    b[8] = static_cast<uint8_t>(h.addrs.size());
-    b[9] = static_cast<uint8_t>(h.neighbours.size());
-    out->insert(out->end(), b, b + 10);
     for (const Ipv4Prefix& a : h.addrs) {
       if (a.prefix > 32) return fail(why, "prefix length above 32");
-      uint8_t e[5];
-      put_u32(e, a.addr);
-      e[4] = a.prefix;
-      out->insert(out->end(), e, e + 5);
     }
-    for (uint32_t n : h.neighbours) {
-      uint8_t e[4];
-      put_u32(e, n);
-      out->insert(out->end(), e, e + 4);
-    }
+    append_entry(h, out);
+    out->insert(out->end(), h.mac.begin(), h.mac.end());
   }
   put_u32(out->data() + 8, static_cast<uint32_t>(out->size() + 4));
   uint8_t sum[4];
@@ -95,7 +131,8 @@ bool decode_beacon(const uint8_t* in, size_t len, Beacon* out, std::string* why)
     if (na == 0 || na > kMaxHostAddrs || nn > kMaxNeighbours)
       return fail(why, "entry " + std::to_string(i) + ": " + std::to_string(na) + " addresses, " +
                            std::to_string(nn) + " neighbours");
-    if (end - pos < na * 5 + nn * 4) return fail(why, "entry " + std::to_string(i) + " truncated");
+    if (end - pos < na * 5 + nn * 4 + kEntryMacSize)
+      return fail(why, "entry " + std::to_string(i) + " truncated");
     for (size_t a = 0; a < na; ++a, pos += 5) {
       Ipv4Prefix p{get_u32(in + pos), in[pos + 4]};
       if (p.prefix > 32 || p.prefix == 0 || p.addr == 0 || p.addr == 0xffffffffu)
@@ -107,6 +144,8 @@ bool decode_beacon(const uint8_t* in, size_t len, Beacon* out, std::string* why)
       if (id == 0) return fail(why, "entry " + std::to_string(i) + ": zero neighbour id");
       h.neighbours.push_back(id);
     }
+    std::copy(in + pos, in + pos + kEntryMacSize, h.mac.begin());
+    pos += kEntryMacSize;
     if (i == 0 && host_id_of(h.addrs) != h.id)
       return fail(why, "the sender's id does not match its addresses");
     b.hosts.push_back(std::move(h));

@@ -21,9 +21,16 @@ LinkState::LinkState(std::vector<Ipv4Prefix> addrs, uint32_t first_seq) {
   self_.seq = first_seq;
 }
 
-bool LinkState::receive(const Beacon& b, uint32_t source, int64_t now_ms, std::string* why) {
+bool LinkState::receive(const Beacon& b, uint32_t source, int64_t now_ms, std::string* why,
+                        size_t* dropped) {
   const HostEntry& sender = b.hosts[0];
   if (sender.id == self_.id) return true;
+  if (!entry_verifies(sender, key_)) {
+    *why = "beacon from " + format_ipv4(source) +
+           " is not signed with this host's cluster key (NCCL_MESH_RELAY_KEY_FILE differs, or "
+           "a forgery)";
+    return false;
+  }
   bool from_sender = false, neighbour = false;
   for (const Ipv4Prefix& a : sender.addrs) {
     if (a.addr != source) continue;
@@ -41,8 +48,23 @@ bool LinkState::receive(const Beacon& b, uint32_t source, int64_t now_ms, std::s
     return false;
   }
   heard_[sender.id] = now_ms;
-  for (const HostEntry& e : b.hosts) {
+  auto claims = [](const HostEntry& e, const std::vector<Ipv4Prefix>& addrs) {
+    for (const Ipv4Prefix& a : e.addrs) {
+      for (const Ipv4Prefix& o : addrs) {
+        if (a.addr == o.addr) return true;
+      }
+    }
+    return false;
+  };
+  size_t n_dropped = 0;
+  for (size_t i = 0; i < b.hosts.size(); ++i) {
+    const HostEntry& e = b.hosts[i];
     if (e.id == self_.id) continue;
+    if (!entry_verifies(e, key_) ||
+        (i > 0 && (claims(e, self_.addrs) || claims(e, sender.addrs)))) {
+      ++n_dropped;
+      continue;
+    }
     auto it = known_.find(e.id);
     if (it == known_.end()) {
       if (known_.size() + 1 >= kMaxBeaconHosts) continue;  // next_beacon reports the cap
@@ -51,6 +73,7 @@ bool LinkState::receive(const Beacon& b, uint32_t source, int64_t now_ms, std::s
       it->second = Known{e, now_ms};
     }
   }
+  if (dropped != nullptr) *dropped = n_dropped;
   return true;
 }
 
@@ -70,6 +93,7 @@ Beacon LinkState::next_beacon(uint32_t seq_floor, bool* truncated) {
     if (self_.neighbours.size() < kMaxNeighbours) self_.neighbours.push_back(id);
   }
   *truncated = heard_.size() > kMaxNeighbours;
+  sign_entry(&self_, key_);
   Beacon b;
   b.hosts.push_back(self_);
   for (const auto& [id, k] : known_) {

@@ -24,12 +24,21 @@ class LinkState {
   // `addrs`: this host's mesh addresses. `first_seq`: start of this host's sequence (the agent
   // uses the wall clock in 10 ms steps, so a restarted agent's beacons win over its old ones).
   LinkState(std::vector<Ipv4Prefix> addrs, uint32_t first_seq);
+  // With a cluster key this host signs its own entry and accepts only entries that verify
+  // (an unsigned or forged beacon changes nothing); without one (empty) every entry is taken as
+  // it comes, within the limits of receive().
+  void set_key(ClusterKey key) { key_ = std::move(key); }
 
   uint32_t self_id() const { return self_.id; }
   // A decoded beacon whose datagram came from `source`. False (with *why) when the source is not
   // one of the sender's addresses on a subnet of this host (not a neighbour's beacon); a beacon
-  // of this host itself (a broadcast looped back) is ignored and returns true.
-  bool receive(const Beacon& b, uint32_t source, int64_t now_ms, std::string* why);
+  // of this host itself (a broadcast looped back) is ignored and returns true. With a key, a
+  // beacon whose sender's entry does not verify is refused too. Entries dropped: with a key, each
+  // one that does not verify; always, a flooded entry (not the sender's own) that claims an
+  // address of this host or of the sender (a neighbour cannot take over those addresses).
+  // *dropped (optional) counts them.
+  bool receive(const Beacon& b, uint32_t source, int64_t now_ms, std::string* why,
+               size_t* dropped = nullptr);
   void expire(int64_t now_ms);
   // This host's next beacon: its own entry with the sequence advanced, then the known entries
   // (at most kMaxBeaconHosts in all; *truncated set when some were left out).
@@ -42,6 +51,7 @@ class LinkState {
     HostEntry entry;
     int64_t refreshed_ms = 0;
   };
+  ClusterKey key_;
   HostEntry self_;
   std::map<uint32_t, int64_t> heard_;  // neighbour id -> last beacon heard from it directly
   std::map<uint32_t, Known> known_;

@@ -129,9 +129,16 @@ struct SettingEnum<RelayScope> {
     "Pin relayed routes: <dest-address>/<prefix>=<neighbour-address>,... sends connections to "   \
     "that subnet through that neighbour first (default: every equal-cost shortest path).")        \
   X(RelayScope, relay_scope, "NCCL_MESH_RELAY_SCOPE", RelayScope::kHost, 0, 0,                    \
-    "host: one relay agent per host, on 0.0.0.0 (the first process to bind the port); "           \
-    "process: every process is its own agent on its interfaces' addresses (tests that put "       \
-    "several hosts into one network namespace).")                                                 \
+    "host: one relay agent per host, on its mesh interfaces' addresses (the first process to "    \
+    "bind the port); process: every process is its own agent (tests that put several hosts "      \
+    "into one network namespace).")                                                               \
+  X(std::string, relay_key_file, "NCCL_MESH_RELAY_KEY_FILE", "", 0, 0,                            \
+    "Cluster key for the relay agents' beacons: a file (mode 0600 or stricter, this user's or "   \
+    "root's) with at least 16 bytes, the same on every host; every beacon entry is then "         \
+    "authenticated (docs/relay.md, threat model). Empty: no key.")                                \
+  X(std::string, relay_group, "NCCL_MESH_RELAY_GROUP", "", 0, 0,                                  \
+    "The host's relay agent (nccl-mesh-relayd) also admits plugin processes whose primary group " \
+    "is this (name or number) on its local socket; always admitted: its own user and root.")      \
   X(std::string, emulate, "NCCL_MESH_EMULATE", "", 0, 0,                                          \
     "Test and try-out: emulate this rank's place in a ring or line on one host, ring:N:R or "     \
     "line:N:R; the plugin then uses only loopback addresses 127.77.x.y/30, one per cable.")     \

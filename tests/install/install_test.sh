@@ -81,7 +81,8 @@ expected_list() {
   sed -e '/^#/d' -e '/^[[:space:]]*$/d' \
       -e "s|@BINDIR@|$MESH_BINDIR|g" -e "s|@LIBDIR@|$MESH_LIBDIR|g" \
       -e "s|@MANDIR@|$MESH_MANDIR|g" -e "s|@DOCDIR@|$MESH_DOCDIR|g" \
-      -e "s|@MANEXT@|$MESH_MAN_EXT|g" -e "s|^|$prefix_rel|" "$here/expected-files.txt" |
+      -e "s|@MANEXT@|$MESH_MAN_EXT|g" -e "s|@SBINDIR@|$MESH_SBINDIR|g" \
+      -e "s|@MANGZ@|$MESH_MAN_GZ|g" -e "s|^|$prefix_rel|" "$here/expected-files.txt" |
     LC_ALL=C sort
 }
 # Files and symlinks under a root, relative, symlinks with their target; anything else is
@@ -285,6 +286,21 @@ for tool in nccl-mesh-bench nccl-mesh-doctor; do
     ok "$page (man not installed here)"
   fi
 done
+# The relay service: its binary, and a unit whose ExecStart is that binary.
+v=$("/usr/$MESH_SBINDIR/nccl-mesh-relayd" --version)
+[ "$v" = "nccl-mesh-relayd $MESH_VERSION" ] || fail "nccl-mesh-relayd --version printed '$v'"
+unit=/usr/lib/systemd/system/nccl-mesh-relayd.service
+grep -qx "ExecStart=/usr/$MESH_SBINDIR/nccl-mesh-relayd" "$unit" ||
+  fail "$unit does not start /usr/$MESH_SBINDIR/nccl-mesh-relayd"
+ok "$v; $unit starts it"
+page=/usr/$MESH_MANDIR/man8/nccl-mesh-relayd.8$MESH_MAN_GZ
+if [ -f "$page" ] && command -v man >/dev/null; then
+  warn=$(MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null) || fail "man -l $page"
+  [ -z "$warn" ] || fail "man nccl-mesh-relayd warns: $warn"
+  ok "$page renders without warnings"
+elif ! grep -qs 'path-exclude.*/man' /etc/dpkg/dpkg.cfg.d/*; then
+  [ -f "$page" ] || fail "$page not installed"
+fi
 [ -f "/usr/$MESH_DOCDIR/README.md" ] || fail "/usr/$MESH_DOCDIR/README.md not installed"
 ok "/usr/$MESH_DOCDIR/README.md"
 # By name from the system's library path, as NCCL_NET_PLUGIN=mesh finds a system install.

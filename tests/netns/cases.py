@@ -60,7 +60,7 @@ CURRENT_CASE = ""
 # the multi-rank and multi-rail data paths. The others repeat those code paths with other
 # topologies (attribution) and would cost ~10 more minutes per lane.
 SANITIZER_CASES = ["triangle-bench3", "dual-link", "fault-setup", "fault-kill", "fault-cut-restore",
-                   "fault-stall", "fault-flood", "ring4", "relay-fault-kill"]
+                   "fault-stall", "fault-flood", "ring4", "relay-fault-kill", "relay-auth"]
 ROWS_FILE = ""           # BUILD/netns-logs/reliability.jsonl (set in main)
 LANE = "release"         # the build's sanitizer lane: release, asan or tsan
 RUN_ID = ""              # this run of the case: rows of older runs are superseded by it
@@ -505,9 +505,10 @@ RELAY_ROUTE_MIN = 0.2      # each way round the ring carries >= 20% of a relayed
 
 
 @contextlib.contextmanager
-def relay_holders(F, build, topo, hosts, label, env=None):
+def relay_holders(F, build, topo, hosts, label, env=None, listen=()):
     """A plugin process (relay_holder.py) in each of `hosts`, so those hosts relay while a bench
-    job runs elsewhere; stopped (stdin closed) on exit."""
+    job runs elsewhere; stopped (stdin closed) on exit. Holders in `listen` also open a listen
+    comm and print its handle."""
     procs = []
     e = dict(os.environ)
     e.update({"NCCL_MESH_IFNAME": "^mgmt", "NCCL_DEBUG": "INFO"})
@@ -526,7 +527,8 @@ def relay_holders(F, build, topo, hosts, label, env=None):
         for h in hosts:
             out = open(os.path.join(build.logdir, f"{label}.holder.{h}.log"), "w")
             procs.append((h, out, subprocess.Popen(
-                ["ip", "netns", "exec", topo.ns(h), sys.executable, HOLDER, build.plugin],
+                ["ip", "netns", "exec", topo.ns(h), sys.executable, HOLDER, build.plugin]
+                + (["--listen"] if h in listen else []),
                 env=e, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)))
         deadline = time.monotonic() + 10 * build.time_scale
         for h, out, p in procs:
@@ -995,6 +997,270 @@ def line5(F, build, prefix):
             check_relay_cable_bytes(F, topo, job, d,
                                     [("a", topo.cables_between("a", "b")[0].end("a").ifname),
                                      ("e", topo.cables_between("d", "e")[0].end("e").ifname)])
+
+
+PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "relay_probe.py")
+BANNER = b"SSH-2.0-not-nccl-mesh\r\n"
+
+
+def relay_probe(topo, host, relay, dest, port, mode, nonce_hex=""):
+    """relay_probe.py in `host`'s namespace: one hand-made relay request; its JSON answer."""
+    argv = ["ip", "netns", "exec", topo.ns(host), sys.executable, PROBE, relay, "18515", dest,
+            str(port), mode] + ([nonce_hex] if nonce_hex else [])
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"code": None, "extra": "", "error": f"probe failed: {r.stdout} {r.stderr}"}
+
+
+@case
+def relay_auth(F, build, prefix):
+    """The relay is no open proxy (docs/relay.md, threat model; review 1 finding 5). line5,
+    plugin processes on b and c (c's with an open listen comm), a plain TCP service on c:2222
+    that greets with a banner. Python in a's namespace asks b's relay agent, by hand, to relay
+    to c: for port 2222 (old unauthenticated format, and the new one with a proof from a random
+    nonce), for c's listener with a proof made without its handle: each refused with its reply
+    code (not registered / bad proof), the banner never comes back, and c's agent WARNs; for c's
+    listener with the handle's proof: "ok" (the control). The relay port is closed on b's
+    management address."""
+    if not require_build(F, build):
+        return
+    with topology("line5", prefix) as topo:
+        c_addr = "198.18.31.2"  # c on the b-c cable (/30)
+        banner = subprocess.Popen(
+            ["ip", "netns", "exec", topo.ns("c"), sys.executable, "-c",
+             "import socket,sys\n"
+             "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+             "s.bind(('0.0.0.0', 2222)); s.listen(16); print('up', flush=True)\n"
+             "while True:\n"
+             "    c, _ = s.accept(); c.sendall(%r); c.close()\n" % BANNER],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            banner.stdout.readline()
+            with relay_holders(F, build, topo, ["b", "c"], "relay-auth", listen=("c",)) as procs:
+                c_log = [out.name for h, out, p in procs if h == "c"][0]
+                nonce = ""
+                deadline = time.monotonic() + 10 * build.time_scale
+                while time.monotonic() < deadline and not nonce:
+                    with open(c_log, errors="replace") as f:
+                        m = re.search(r"^handle ([0-9a-f]{256})$", f.read(), re.M)
+                    if m:
+                        nonce = m.group(1)[16:48]  # handle bytes [8,24): the nonce
+                        lport = int(m.group(1)[12:16], 16)  # bytes [6,8): the handshake port
+                    time.sleep(0.1)
+                if not F.check(bool(nonce), f"c's holder printed its listen handle ({c_log})"):
+                    return
+                time.sleep(3 * build.time_scale)  # beacons: b learns the graph
+                dest = f"{c_addr}/30"
+                banner_hex = BANNER.hex()
+                for mode, port, nonce_arg, want, what in [
+                        ("v1", 2222, "", None, "an unauthenticated (old format) request for "
+                                               "c:2222"),
+                        ("random", 2222, "", 8, "a request for c:2222 (not a plugin listener)"),
+                        ("badkey", lport, nonce, 9, f"a request for c's listener :{lport} "
+                                                    "without its handle's proof"),
+                        ("good", lport, nonce, 1, f"a request for c's listener :{lport} with "
+                                                  "its handle's proof (control)")]:
+                    r = relay_probe(topo, "a", "198.18.30.2", dest, port, mode, nonce_arg)
+                    log(f"  probe {mode} port {port}: {r}")
+                    F.check(banner_hex not in r["extra"] and r["error"] == "",
+                            f"{what}: the banner never comes back ({r})")
+                    if want is None:
+                        F.check(r["code"] != 1, f"{what}: not 'ok' ({r})")
+                    else:
+                        F.check(r["code"] == want, f"{what}: reply code {want} ({r})")
+                time.sleep(0.5)
+                with open(c_log, errors="replace") as f:
+                    text = f.read()
+                F.check(re.search(r"WARN.*refused a relay request for port 2222: no plugin "
+                                  r"listener", text) is not None,
+                        "c's relay agent WARNs the request for port 2222")
+                F.check(re.search(rf"WARN.*refused a relay request for port {lport}: its proof",
+                                  text) is not None,
+                        "c's relay agent WARNs the request without the handle's proof")
+                # The agent port on the management network: closed (refused), not accepted.
+                mg = topo.mgmt_addr("b")
+                r = subprocess.run(
+                    ["ip", "netns", "exec", topo.ns("a"), sys.executable, "-c",
+                     "import socket,sys\n"
+                     "try:\n"
+                     f"    socket.create_connection(('{mg}', 18515), timeout=3); print('open')\n"
+                     "except ConnectionRefusedError: print('refused')\n"
+                     "except OSError as e: print('error', e)\n"],
+                    capture_output=True, text=True, timeout=30)
+                F.check(r.stdout.strip() == "refused",
+                        f"b's relay port on its management address {mg} is closed "
+                        f"({r.stdout.strip()})")
+        finally:
+            banner.kill()
+            banner.wait()
+
+
+def relayd_path(build) -> str:
+    return os.path.join(build.dir, "src", "tools", "relayd", "nccl-mesh-relayd")
+
+
+class Relayd:
+    """nccl-mesh-relayd in a host's namespace (as systemd would run it: foreground, no
+    arguments), logging to BUILD/netns-logs/LABEL.relayd.HOST.log."""
+
+    def __init__(self, build, topo, host, label, env=None):
+        e = dict(os.environ)
+        e.update({"NCCL_MESH_IFNAME": "^mgmt", "NCCL_DEBUG": "INFO"})
+        e.update(env or {})
+        os.makedirs(build.logdir, exist_ok=True)
+        self.path = os.path.join(build.logdir, f"{label}.relayd.{host}.log")
+        self.out = open(self.path, "w")
+        self.proc = subprocess.Popen(["ip", "netns", "exec", topo.ns(host), relayd_path(build)],
+                                     env=e, stdout=self.out, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, limit: float) -> bool:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if "relay agent on port" in self.log():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def log(self) -> str:
+        with open(self.path, errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.out.close()
+        return self.proc.returncode
+
+
+RELAYD_LATE = 20  # s the relay host's service starts after the connecting ranks
+
+
+@case
+def relayd(F, build, prefix):
+    """nccl-mesh-relayd (docs/relay.md, "The host's relay service"), line5, a -> c through b:
+    (1) b runs only the service (no plugin process): the pair moves verified data through it;
+    (2) a plugin process on b started after the service stands by; a long a -> c stream runs
+    while it is SIGKILLed: the stream finishes verified (no plugin process's exit breaks
+    relayed connections); (3) b's service starts 20 s after a and c began connecting
+    (NCCL_MESH_CONNECT_TIMEOUT_MS=40000): they still connect (a missing route fails a connect
+    only at its deadline)."""
+    if not require_build(F, build):
+        return
+    if not F.check(os.path.exists(relayd_path(build)), f"{relayd_path(build)} is built"):
+        return
+    with topology("line5", prefix) as topo:
+        d = Relayd(build, topo, "b", "relayd-only")
+        try:
+            if not F.check(d.wait_ready(10 * build.time_scale),
+                           f"nccl-mesh-relayd ready in b ({d.path})"):
+                return
+            job, _ = run_pair(F, build, topo, "a", "c", sizes="1M,8M",
+                              env={"NCCL_DEBUG": "INFO"})
+            F.check(job.ok() and "relay: carrying" in d.log(),
+                    "(1) a -> c relayed by b's nccl-mesh-relayd alone (no plugin process on b)")
+            with relay_holders(F, build, topo, ["b"], "relayd-survive") as procs:
+                holder_log = procs[0][1].name
+                stream = BenchJob(build, topo, ["a", "c"], "relayd-survive-ac", sizes="8M",
+                                  duration=8, timeout=60)
+                if start_stream(F, build, topo, [stream], [("b", "cc")],
+                                "a->c through b's service"):
+                    procs[0][2].kill()
+                    t_kill = time.monotonic()
+                    finished = stream.wait(60 * build.time_scale)
+                    F.check(finished and stream.ok(),
+                            f"(2) the a -> c stream finished verified after b's only plugin "
+                            f"process was SIGKILLed {time.monotonic() - t_kill:.1f}s before its "
+                            f"end (rc {[r.rc for r in stream.ranks]})")
+                    if not stream.ok():
+                        log(stream.report())
+                with open(holder_log, errors="replace") as f:
+                    F.check("stands by" in f.read(),
+                            "b's plugin process stood by (the service is the host's agent)")
+        finally:
+            F.check(d.stop() == 0, "nccl-mesh-relayd exits 0 on SIGTERM")
+        # (3) the relay host's service starts late.
+        late_env = {"NCCL_MESH_CONNECT_TIMEOUT_MS": "40000", "NCCL_DEBUG": "INFO"}
+        t0 = time.monotonic()
+        job = BenchJob(build, topo, ["a", "c"], "relayd-late-ac", sizes="1M", timeout=90,
+                       env=late_env)
+        time.sleep(RELAYD_LATE)
+        d = Relayd(build, topo, "b", "relayd-late")
+        try:
+            finished = job.wait(80 * build.time_scale)
+            F.check(finished and job.ok(),
+                    f"(3) a -> c connected and verified although b's relay service started "
+                    f"{RELAYD_LATE}s after them (done {time.monotonic() - t0:.1f}s after the "
+                    f"start; rc {[r.rc for r in job.ranks]})")
+            if not job.ok():
+                log(job.report())
+        finally:
+            d.stop()
+
+
+ALLTOALL_PER_HOST = 8    # bench processes per host in relay-alltoall8 (an 8-GPU server)
+ALLTOALL_SECONDS = 4     # --duration of its all-to-all stream
+
+
+@case
+def relay_alltoall8(F, build, prefix):
+    """Capacity (issue 25): 8 bench processes per host on ring4 (32 ranks), every ordered pair
+    streaming at once (--duration: an all-to-all of 992 connections, the 256 between opposite
+    hosts relayed; 7 of 8 processes per host are standbys whose relayed sockets go through their
+    host's agent): every rank connects, verifies and exits 0, and no relay answers "busy"."""
+    if not require_build(F, build):
+        return
+    with topology("ring4", prefix) as topo:
+        hosts = [h for h in topo.host_names() for _ in range(ALLTOALL_PER_HOST)]
+        t0 = time.monotonic()
+        job = BenchJob(build, topo, hosts, "relay-alltoall8", sizes="64K",
+                       duration=ALLTOALL_SECONDS, timeout=240, buffer_bytes="4M",
+                       env={"NCCL_MESH_CONNECT_TIMEOUT_MS": "120000", "NCCL_DEBUG": "INFO"})
+        finished = job.wait(400 * build.time_scale)
+        dt = time.monotonic() - t0
+        F.check(finished and job.ok(),
+                f"{len(hosts)} ranks ({ALLTOALL_PER_HOST} per host), every ordered pair at once: "
+                f"all exit 0 in {dt:.1f}s (rc {sorted(set(r.rc for r in job.ranks))})")
+        if not job.ok():
+            log(job.report())
+        busy = sum(r.output().count("is busy") + r.output().count("relayed sockets are open")
+                   for r in job.ranks)
+        F.check(busy == 0, f"no relay answered busy ({busy} lines)")
+        log(f"  ALLTOALL8 ring4 {len(hosts)} ranks: {dt:.1f}s from start to exit")
+
+
+@case
+def relay_8hosts(F, build, prefix):
+    """8-host ring and 8-host line (up to 6 relays): every ordered pair connects and verifies,
+    first all at once (--duration: all 56 connections set up together; the time to connect
+    every pair is the run's time less its streaming) and then one pair at a time (the pairs
+    sweep, with each relayed pair's route logged)."""
+    if not require_build(F, build):
+        return
+    for name in ("ring8", "line8"):
+        with topology(name, prefix) as topo:
+            hosts = topo.host_names()
+            t0 = time.monotonic()
+            job = BenchJob(build, topo, hosts, f"{name}-all-at-once", sizes="256K",
+                           duration=2, timeout=120,
+                           env={"NCCL_MESH_CONNECT_TIMEOUT_MS": "60000"})
+            finished = job.wait(200 * build.time_scale)
+            dt = time.monotonic() - t0
+            F.check(finished and job.ok(),
+                    f"{name}: all {len(hosts) * (len(hosts) - 1)} ordered pairs at once connect "
+                    f"and stream verified data (rc {sorted(set(r.rc for r in job.ranks))}; "
+                    f"{dt:.1f}s, of which 2 s streaming)")
+            if not job.ok():
+                log(job.report())
+            log(f"  CONNECT-ALL {name}: {dt - 2:.1f}s to set up all 56 connections "
+                f"(run {dt:.1f}s incl. 2 s streaming and process start)")
+            all_pairs_run(F, build, topo, f"{name}-all", sizes="1M")
 
 
 def relay_fault_case(F, build, prefix, fault: str):

@@ -6,7 +6,11 @@ process's static destructors run). A relay host of a test pair runs no bench ran
 that carries the pair's sockets lives in this process (docs/relay.md: a host relays while any
 plugin process runs on it).
 
-Usage: relay_holder.py PLUGIN.so   (prints "ready" once init returned 0)"""
+With --listen it also opens one listen comm on device 0 (registered with the host's relay agent
+like any listener) and prints its 128-byte handle in hex ("handle HEX"), for tests that send
+relay requests by hand (cases.py relay-auth).
+
+Usage: relay_holder.py PLUGIN.so [--listen]   (prints "ready" once init returned 0)"""
 
 import ctypes
 import signal
@@ -23,8 +27,11 @@ class NetV11(ctypes.Structure):
                  ("init", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
                                            ctypes.c_uint64, ctypes.POINTER(CommConfig),
                                            ctypes.c_void_p, ctypes.c_void_p)),
-                 ("devices", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int)))]
-                + [(f"unused{i}", ctypes.c_void_p) for i in range(17)]
+                 ("devices", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int))),
+                 ("getProperties", ctypes.c_void_p),
+                 ("listen", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                             ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)))]
+                + [(f"unused{i}", ctypes.c_void_p) for i in range(15)]
                 + [("finalize", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p))])
 
 
@@ -38,6 +45,14 @@ def main() -> int:
     if rc != 0 or net.devices(ctypes.byref(n)) != 0:
         print(f"init failed: rc {rc}", flush=True)
         return 1
+    if "--listen" in sys.argv[2:]:
+        handle = ctypes.create_string_buffer(128)
+        comm = ctypes.c_void_p()
+        rc = net.listen(ctx, 0, handle, ctypes.byref(comm))
+        if rc != 0:
+            print(f"listen failed: rc {rc}", flush=True)
+            return 1
+        print(f"handle {handle.raw.hex()}", flush=True)
     print(f"ready: {n.value} device(s)", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "relay/agent.h"
+#include "relay/registrar.h"
 #include "topology/emulated_mesh.h"
 #include "util/clock.h"
 
@@ -30,6 +31,7 @@ AgentConfig config_for(size_t rank, size_t ranks) {
   c.interfaces = topology::emulated_interfaces(m);
   c.bind_interface_addresses = true;
   c.connect_timeout_ms = 2000;
+  c.route_wait_ms = 4000;  // the connect timeout: a missing route fails only then
   return c;
 }
 
@@ -42,6 +44,26 @@ UniqueFd connect_to(uint32_t from, uint32_t to, uint16_t port) {
   timeval tv{5, 0};
   setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   return s;
+}
+
+const uint8_t kNonce[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
+
+// A request for `port` on rank 2 (127.77.0.6) proved with kNonce's key.
+void encode_for(RelayRequest req, uint8_t* b, const uint8_t* nonce = kNonce) {
+  req.tag = relay_listener_tag(nonce, 16);
+  encode_request(req, relay_listener_key(nonce, 16), b);
+}
+
+// A TCP listener on `addr` (an ephemeral port) standing in for a handshake port.
+UniqueFd listen_on(uint32_t addr, uint16_t* port) {
+  UniqueFd l(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in la = make_sockaddr(addr, 0);
+  EXPECT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)), 0);
+  EXPECT_EQ(listen(l.get(), 4), 0);
+  socklen_t len = sizeof(la);
+  getsockname(l.get(), reinterpret_cast<sockaddr*>(&la), &len);
+  *port = ntohs(la.sin_port);
+  return l;
 }
 
 // The status word the relay answers (0 when it closed without one).
@@ -74,7 +96,15 @@ class RelayAgentTest : public ::testing::Test {
     ADD_FAILURE() << "no route after 10 s: " << why;
     return false;
   }
+  // Registers a listener with rank `rank`'s agent, as a plugin process's handshake service does.
+  void register_listener(size_t rank, uint16_t port, const uint8_t* nonce = kNonce) {
+    registrar.configure(agent_socket_name(config_for(rank, 3)));
+    registrar.add(port, nonce, 16);
+    ASSERT_TRUE(registrar.connected());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the agent reads it
+  }
   Agent agents[3];
+  Registrar registrar;
 };
 
 TEST_F(RelayAgentTest, RoutesThroughTheMiddleAndRelaysBytesIntact) {
@@ -84,18 +114,15 @@ TEST_F(RelayAgentTest, RoutesThroughTheMiddleAndRelaysBytesIntact) {
   EXPECT_EQ(hop.local.addr, *parse_ipv4("127.77.0.1"));
   EXPECT_EQ(hop.peer_addr, *parse_ipv4("127.77.0.2"));
   EXPECT_EQ(hop.port, test_port());
-  // A "handshake port" on rank 2's address.
-  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in la = make_sockaddr(*parse_ipv4("127.77.0.6"), 0);
-  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)), 0);
-  ASSERT_EQ(listen(listener.get(), 4), 0);
-  socklen_t len = sizeof(la);
-  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&la), &len);
+  // A "handshake port" on rank 2's address, registered with rank 2's agent.
+  uint16_t port = 0;
+  UniqueFd listener = listen_on(*parse_ipv4("127.77.0.6"), &port);
+  register_listener(2, port);
   RelayRequest req;
-  req.port = ntohs(la.sin_port);
+  req.port = port;
   req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
   uint8_t b[kRequestSize];
-  encode_request(req, b);
+  encode_for(req, b);
   UniqueFd c = connect_to(hop.local.addr, hop.peer_addr, hop.port);
   ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
   EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kOk));
@@ -113,6 +140,7 @@ TEST_F(RelayAgentTest, RoutesThroughTheMiddleAndRelaysBytesIntact) {
   ASSERT_TRUE(recv_all(c.get(), back, 4));
   EXPECT_EQ(std::string(back, 4), "pong");
   EXPECT_EQ(agents[1].pairs(), 1u);
+  EXPECT_EQ(agents[2].pairs(), 1u);  // the destination host's agent: the last hop
   // Closing one end closes the other (EOF passed through).
   server.reset();
   uint8_t x;
@@ -135,7 +163,7 @@ TEST_F(RelayAgentTest, HostileAndUnroutableRequestsGetTheirStatus) {
     req.port = 9;
     req.dest = {{*parse_ipv4("127.77.9.9"), 30}};
     uint8_t b[kRequestSize];
-    encode_request(req, b);
+    encode_for(req, b);
     UniqueFd c = connect_to(me, relay, test_port());
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kNoRoute));
@@ -146,21 +174,26 @@ TEST_F(RelayAgentTest, HostileAndUnroutableRequestsGetTheirStatus) {
     req.hop_limit = 0;
     req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
     uint8_t b[kRequestSize];
-    encode_request(req, b);
+    encode_for(req, b);
     UniqueFd c = connect_to(*parse_ipv4("127.77.0.2"), *parse_ipv4("127.77.0.1"), test_port());
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kHopLimit));
   }
-  {  // the last hop cannot connect to the destination's port
+  {                           // the last hop cannot connect to the destination's (registered) port
+    register_listener(2, 1);  // nothing listens on port 1 of 127.77.0.6
     RelayRequest req;
-    req.port = 1;  // nothing listens on port 1 of 127.77.0.6
+    req.port = 1;
     req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
     uint8_t b[kRequestSize];
-    encode_request(req, b);
+    encode_for(req, b);
     UniqueFd c = connect_to(me, relay, test_port());
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kConnectFailed));
   }
+  // The middle agent spliced that last request to the destination's agent (whose refusal came
+  // back through it); the splice closes once the refusal's EOF arrives.
+  for (int i = 0; i < 50 && agents[1].pairs() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(agents[1].pairs(), 0u);
 }
 
@@ -172,18 +205,15 @@ TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
   ASSERT_TRUE(converge(&hop));
   EXPECT_EQ(hop.cables, 2u);
   EXPECT_FALSE(hop.via_local_agent);
-  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in la = make_sockaddr(*parse_ipv4("127.77.0.6"), 0);
-  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)), 0);
-  ASSERT_EQ(listen(listener.get(), 4), 0);
-  socklen_t len = sizeof(la);
-  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&la), &len);
+  uint16_t port = 0;
+  UniqueFd listener = listen_on(*parse_ipv4("127.77.0.6"), &port);
+  register_listener(2, port);
   RelayRequest req;
-  req.port = ntohs(la.sin_port);
+  req.port = port;
   req.rdma = true;
   req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
   uint8_t b[kRequestSize];
-  encode_request(req, b);
+  encode_for(req, b);
   const uint32_t me = *parse_ipv4("127.77.0.1"), relay = *parse_ipv4("127.77.0.2");
   {  // agent 1 is next to the destination but has no forwarder (no RDMA)
     UniqueFd c = connect_to(me, relay, test_port());
@@ -213,6 +243,7 @@ TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
   std::string why;
   ASSERT_TRUE(agents[1].start(cfg, &why)) << why;
   {
+    encode_for(req, b);  // a fresh request (the destination's agent refuses replays)
     UniqueFd c = connect_to(me, relay, test_port());
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     UniqueFd server(accept(listener.get(), nullptr, nullptr));
@@ -236,11 +267,130 @@ TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
     EXPECT_EQ(agents[1].pairs(), 0u);
   }
   {  // the hook refuses: "busy", the connector retries later
+    encode_for(req, b);
     UniqueFd c = connect_to(me, relay, test_port());
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kBusy));
   }
   agents[1].stop();  // before `taken` and `calls` go out of scope
+}
+
+// The open-proxy fix (docs/relay.md, threat model): the destination host's agent connects only
+// to a listener registered by a plugin process of its host, for a request that proves it holds
+// that listener's handle, once; a service that is not a plugin listener is never reached.
+TEST_F(RelayAgentTest, OnlyRegisteredListenersWithAProofOfTheirHandleAreReached) {
+  FirstHop hop;
+  ASSERT_TRUE(converge(&hop));
+  const uint32_t me = *parse_ipv4("127.77.0.1"), relay = *parse_ipv4("127.77.0.2");
+  const uint32_t dest = *parse_ipv4("127.77.0.6");
+  // A service that is not an nccl-mesh listener: it greets every connection with a banner.
+  uint16_t banner_port = 0;
+  UniqueFd banner = listen_on(dest, &banner_port);
+  std::atomic<int> greeted{0};
+  std::atomic<bool> done{false};
+  std::thread greeter([&] {
+    while (!done) {
+      pollfd p{banner.get(), POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      UniqueFd s(accept(banner.get(), nullptr, nullptr));
+      if (s.valid() && send_all(s.get(), "SSH-2.0-banner\r\n", 16)) ++greeted;
+    }
+  });
+  auto ask = [&](const uint8_t* b, std::string* extra) {
+    UniqueFd c = connect_to(me, relay, test_port());
+    EXPECT_TRUE(send_all(c.get(), b, kRequestSize));
+    const int status = read_status(c.get());
+    char more[64];
+    const ssize_t n = recv(c.get(), more, sizeof(more), 0);
+    if (n > 0) extra->assign(more, static_cast<size_t>(n));
+    return status;
+  };
+  RelayRequest req;
+  req.dest = {{dest, 30}};
+  uint8_t b[kRequestSize];
+  std::string extra;
+  {  // not a registered listener (any proof): refused, no banner
+    req.port = banner_port;
+    encode_for(req, b);
+    EXPECT_EQ(ask(b, &extra), static_cast<int>(ReplyCode::kNotRegistered));
+    EXPECT_EQ(extra, "");
+  }
+  uint16_t port = 0;
+  UniqueFd listener = listen_on(dest, &port);
+  register_listener(2, port);
+  req.port = port;
+  {  // the registered listener's tag, but a proof made without its handle
+    const uint8_t wrong[16] = {};
+    req.tag = relay_listener_tag(kNonce, 16);
+    encode_request(req, relay_listener_key(wrong, 16), b);
+    EXPECT_EQ(ask(b, &extra), static_cast<int>(ReplyCode::kBadProof));
+  }
+  {  // the registered listener's tag and key, for another port (the banner's)
+    RelayRequest other = req;
+    other.port = banner_port;
+    encode_for(other, b);
+    EXPECT_EQ(ask(b, &extra), static_cast<int>(ReplyCode::kNotRegistered));
+    EXPECT_EQ(extra, "");
+  }
+  {  // stale: 10 minutes old
+    RelayRequest old = req;
+    old.time_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count()) -
+                  600000;
+    encode_for(old, b);
+    EXPECT_EQ(ask(b, &extra), static_cast<int>(ReplyCode::kBadProof));
+  }
+  {  // the real thing is admitted once; the same bytes again are a replay
+    encode_for(req, b);
+    EXPECT_EQ(ask(b, &extra), static_cast<int>(ReplyCode::kOk));
+    UniqueFd server(accept(listener.get(), nullptr, nullptr));
+    EXPECT_TRUE(server.valid());
+    EXPECT_EQ(ask(b, &extra), static_cast<int>(ReplyCode::kBadProof));
+  }
+  {  // once the listener's process unregisters (closeListen, or it exits), it is unreachable
+    registrar.remove(port, kNonce, 16);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    encode_for(req, b);
+    EXPECT_EQ(ask(b, &extra), static_cast<int>(ReplyCode::kNotRegistered));
+  }
+  done = true;
+  greeter.join();
+  EXPECT_EQ(greeted.load(), 0) << "the banner service was reached through the relay";
+}
+
+// A plugin process that is not its host's agent (a standby; every process when
+// nccl-mesh-relayd runs) asks the agent for the route over the local socket, so RDMA relay can
+// open its QPs on the first cable (review 1 finding 2a).
+TEST_F(RelayAgentTest, AStandbyLearnsTheRouteFromItsHostsAgent) {
+  FirstHop hop;
+  ASSERT_TRUE(converge(&hop));
+  Agent standby;
+  const AgentConfig c = config_for(0, 3);
+  std::string why;
+  ASSERT_TRUE(standby.start(c, &why)) << why;
+  EXPECT_FALSE(standby.is_agent());  // agents[0] holds rank 0's addresses
+  Registrar local;
+  local.configure(agent_socket_name(c));
+  standby.set_local_client(&local);
+  const auto dest = topology::emulated_addresses({topology::EmulatedShape::kLine, 3, 2});
+  FirstHop got;
+  HopStatus st = HopStatus::kWait;
+  for (int i = 0; i < 100 && st == HopStatus::kWait; ++i) {
+    st = standby.route_for_rdma(dest, 0, &got, &why, monotonic_ms());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    local.tick(monotonic_ms());
+  }
+  ASSERT_EQ(st, HopStatus::kOk) << why;
+  EXPECT_FALSE(got.via_local_agent);
+  EXPECT_EQ(got.cables, 2u);
+  EXPECT_EQ(got.local.addr, *parse_ipv4("127.77.0.1"));
+  EXPECT_EQ(got.peer_addr, *parse_ipv4("127.77.0.2"));
+  EXPECT_EQ(got.port, test_port());
+  // An unknown destination: the agent's answer (wait, then the failure at the deadline).
+  st = standby.route_for_rdma({{*parse_ipv4("127.77.9.9"), 30}}, 0, &got, &why, monotonic_ms());
+  EXPECT_EQ(st, HopStatus::kWait);
+  standby.stop();
 }
 
 TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {
@@ -249,8 +399,8 @@ TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {
   agents[1].stop();  // the middle host goes: after expiry, 2 is unreachable from 0
   const auto dest = topology::emulated_addresses({topology::EmulatedShape::kLine, 3, 2});
   std::string why;
-  // Within the expiry (3 s) the route goes; once the agent has run past its convergence grace
-  // (6 s) the answer is a failure instead of "wait".
+  // Within the expiry (3 s) the route goes; once the agent has run past the connect timeout
+  // (route_wait_ms, 4 s here) the answer is a failure instead of "wait".
   HopStatus st = HopStatus::kOk;
   for (int i = 0; i < 100 && st != HopStatus::kFail; ++i) {
     st = agents[0].first_hop(dest, 0, &hop, &why);
@@ -283,6 +433,19 @@ TEST(RelayAgentElection, OneAgentPerHostTheOthersStandByAndTakeOver) {
   for (int i = 0; i < 30 && !second.is_agent(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(second.is_agent());
+}
+
+}  // namespace
+}  // namespace mesh::relay
+
+namespace mesh::relay {
+namespace {
+
+TEST(RelayAgentCapacity, PairsFollowTheFdLimitWithinBounds) {
+  EXPECT_EQ(pairs_for_fd_limit(1024), 512u);  // a default shell: the former fixed cap
+  EXPECT_EQ(pairs_for_fd_limit(20000), (20000u - 1024u) / 6u);
+  EXPECT_EQ(pairs_for_fd_limit(1048576), 4096u);  // the service's unit
+  EXPECT_EQ(pairs_for_fd_limit(~0ull), 4096u);
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 // (relay/link_state.h): ring of 4 (two equal-cost paths), line of 5 (3 relays), a disconnected
 // graph (the error names what is missing), pins, expiry of dead hosts and cut cables.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
 
+#include "relay/cluster_key.h"
 #include "relay/link_state.h"
 #include "relay/routes.h"
 
@@ -261,6 +264,129 @@ TEST(LinkState, OlderSequencesDoNotOverwriteNewer) {
       EXPECT_EQ(h.seq, 501u);
     }
   }
+}
+
+// A line a-b-c of LinkStates (line5's first three hosts), all with `key`, after a few rounds of
+// beacons; and a forged beacon "from b" at a.
+struct Line3 {
+  Graph g = line5();
+  std::map<char, std::unique_ptr<LinkState>> st;
+  explicit Line3(const ClusterKey& key) {
+    for (char n : {'a', 'b', 'c'}) {
+      st[n] = std::make_unique<LinkState>(g.hosts[n].addrs, 1000);
+      st[n]->set_key(key);
+    }
+    for (int t = 0; t < 4; ++t) exchange(t * 500);
+  }
+  void exchange(int64_t now) {
+    std::map<char, Beacon> out;
+    for (auto& [n, s] : st) out[n] = beacon_of(*s);
+    for (auto [from, to] :
+         {std::pair{'a', 'b'}, std::pair{'b', 'a'}, std::pair{'b', 'c'}, std::pair{'c', 'b'}}) {
+      Ipv4Prefix fa;
+      uint32_t ta = 0;
+      ASSERT_TRUE(shared_subnet(g.hosts[from], g.hosts[to], &fa, &ta));
+      std::string why;
+      EXPECT_TRUE(st[to]->receive(out[from], fa.addr, now, &why)) << why;
+    }
+  }
+  // a's route to c: its number of cables (0: none).
+  size_t route_a_to_c() {
+    Route r;
+    std::string why;
+    return find_route(st['a']->hosts(), st['a']->self_id(), g.hosts['c'].addrs, {}, &r, &why)
+               ? r.hops
+               : 0;
+  }
+  // What an attacker on a's cable sends "from b": b's newest entry (captured, so validly signed
+  // when `sender` is b's own beacon) followed by a forged entry for c that cuts c off (no
+  // neighbours, a much newer sequence).
+  Beacon forged(bool keep_signed_sender) {
+    Beacon b = beacon_of(*st['b']);
+    if (!keep_signed_sender) {
+      b.hosts[0].neighbours.clear();  // "b hears nobody": re-signing needs the key
+      b.hosts[0].seq += 1000;
+    }
+    HostEntry c = g.hosts['c'];
+    c.neighbours.clear();
+    c.seq = 1000000;
+    b.hosts.resize(1);
+    b.hosts.push_back(c);
+    return b;
+  }
+};
+
+TEST(LinkState, WithAClusterKeyAForgedBeaconChangesNoRoute) {
+  const ClusterKey key(32, 0x5a);
+  Line3 l(key);
+  ASSERT_EQ(l.route_a_to_c(), 2u);
+  const uint32_t b_addr = *parse_ipv4("198.18.30.2");
+  std::string why;
+  size_t dropped = 0;
+  // The sender's own entry altered: the whole beacon is refused.
+  EXPECT_FALSE(l.st['a']->receive(l.forged(false), b_addr, 2000, &why, &dropped));
+  EXPECT_NE(why.find("cluster key"), std::string::npos) << why;
+  // b's genuine (replayed) entry with a forged entry for c: the forged one is dropped.
+  EXPECT_TRUE(l.st['a']->receive(l.forged(true), b_addr, 2000, &why, &dropped)) << why;
+  EXPECT_EQ(dropped, 1u);
+  EXPECT_EQ(l.route_a_to_c(), 2u);
+  // A beacon of a host that has no key (or another key): refused.
+  LinkState stranger(l.g.hosts['b'].addrs, 5000);
+  EXPECT_FALSE(l.st['a']->receive(beacon_of(stranger), b_addr, 2000, &why));
+  EXPECT_EQ(l.route_a_to_c(), 2u);
+}
+
+TEST(LinkState, WithoutAKeyTheSameForgeryCutsTheRouteButNeighboursCannotClaimAddresses) {
+  Line3 l({});
+  ASSERT_EQ(l.route_a_to_c(), 2u);
+  const uint32_t b_addr = *parse_ipv4("198.18.30.2");
+  std::string why;
+  size_t dropped = 0;
+  // Without a key nothing tells a forged entry from a real one (the trust model of
+  // docs/relay.md): the forged entry for c is taken and c is cut off.
+  EXPECT_TRUE(l.st['a']->receive(l.forged(true), b_addr, 2000, &why, &dropped)) << why;
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_EQ(l.route_a_to_c(), 0u);
+  // But a flooded entry claiming an address of the receiver or of the sender is dropped.
+  Line3 m({});
+  Beacon b = beacon_of(*m.st['b']);
+  HostEntry fake;
+  fake.addrs = {P("198.18.30.1", 24), P("198.18.99.1", 24)};  // a's own address
+  fake.id = host_id_of(fake.addrs);
+  fake.seq = 7;
+  HostEntry fake2;
+  fake2.addrs = {P("198.18.31.1", 30), P("198.18.98.1", 24)};  // b's (the sender's) address
+  fake2.id = host_id_of(fake2.addrs);
+  fake2.seq = 7;
+  b.hosts.push_back(fake);
+  b.hosts.push_back(fake2);
+  EXPECT_TRUE(m.st['a']->receive(b, b_addr, 2000, &why, &dropped)) << why;
+  EXPECT_EQ(dropped, 2u);
+  for (const HostEntry& h : m.st['a']->hosts()) {
+    EXPECT_NE(h.id, fake.id);
+    EXPECT_NE(h.id, fake2.id);
+  }
+}
+
+TEST(ClusterKey, OnlyAPrivateFileOfThisUserWithEnoughBytesIsAKey) {
+  char path[] = "/tmp/mesh-cluster-key-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "0123456789abcdef0123\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  ClusterKey key;
+  std::string why;
+  ASSERT_EQ(chmod(path, 0644), 0);
+  EXPECT_FALSE(load_cluster_key(path, &key, &why));
+  EXPECT_NE(why.find("chmod 600"), std::string::npos) << why;
+  ASSERT_EQ(chmod(path, 0600), 0);
+  ASSERT_TRUE(load_cluster_key(path, &key, &why)) << why;
+  EXPECT_EQ(key.size(), 20u);  // the newline is not part of it
+  ASSERT_EQ(truncate(path, 8), 0);
+  EXPECT_FALSE(load_cluster_key(path, &key, &why));
+  unlink(path);
+  EXPECT_FALSE(load_cluster_key(path, &key, &why));  // missing
 }
 
 }  // namespace

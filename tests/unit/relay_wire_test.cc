@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "relay/beacon.h"
+#include "relay/registry.h"
 #include "relay/request.h"
 #include "util/byte_order.h"
 
@@ -158,6 +159,8 @@ TEST(Beacon, OversizeIsRejectedBothWays) {
   EXPECT_TRUE(decode_beacon(v.data(), v.size(), &b, &why)) << why;
 }
 
+const uint8_t kNonce[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
 RelayRequest request() {
   RelayRequest r;
   r.hop_limit = 5;
@@ -165,12 +168,17 @@ RelayRequest request() {
   r.port = 40123;
   r.origin = 0xabcdef01;
   r.dest = {P("198.18.21.2", 30), P("198.18.22.0", 31)};
+  r.tag = relay_listener_tag(kNonce, sizeof(kNonce));
   return r;
 }
 
-TEST(RelayRequest, RoundTrips) {
+Sha256 key() {
+  return relay_listener_key(kNonce, sizeof(kNonce));
+}
+
+TEST(RelayRequest, RoundTripsAndProvesTheHandle) {
   uint8_t b[kRequestSize];
-  encode_request(request(), b);
+  encode_request(request(), key(), b);
   RelayRequest back;
   std::string why;
   ASSERT_TRUE(decode_request(b, &back, &why)) << why;
@@ -179,50 +187,57 @@ TEST(RelayRequest, RoundTrips) {
   EXPECT_EQ(back.port, 40123);
   EXPECT_EQ(back.origin, 0xabcdef01u);
   EXPECT_EQ(back.dest, request().dest);
+  EXPECT_EQ(back.tag, relay_listener_tag(kNonce, sizeof(kNonce)));
+  EXPECT_NE(back.time_ms, 0u);
+  EXPECT_NE(back.unique, 0u);
+  EXPECT_TRUE(verify_proof(b, key()));
+  // Another handle's key does not verify it; the tag and key do not reveal the nonce.
+  uint8_t other[16] = {};
+  EXPECT_FALSE(verify_proof(b, relay_listener_key(other, sizeof(other))));
+  EXPECT_NE(std::memcmp(key().data(), kNonce, sizeof(kNonce)), 0);
+  // Two encodings of one request differ (fresh random): a replay cache can tell them apart.
+  uint8_t again[kRequestSize];
+  encode_request(request(), key(), again);
+  EXPECT_NE(std::memcmp(b, again, kRequestSize), 0);
 }
 
-TEST(RelayRequest, EveryFlippedByteIsRejected) {
+TEST(RelayRequest, EveryFlippedByteFailsTheDecodeOrTheProofButTheHopLimit) {
   uint8_t good[kRequestSize];
-  encode_request(request(), good);
+  encode_request(request(), key(), good);
   for (size_t i = 0; i < kRequestSize; ++i) {
     uint8_t b[kRequestSize];
     std::memcpy(b, good, sizeof(b));
     b[i] ^= 0x01;
     RelayRequest r;
     std::string why;
-    EXPECT_FALSE(decode_request(b, &r, &why)) << "byte " << i;
+    const bool accepted = decode_request(b, &r, &why) && verify_proof(b, key());
+    EXPECT_EQ(accepted, i == 5) << "byte " << i;  // [5]: the hop limit, changed by each relay
   }
+  uint8_t fwd[kRequestSize];
+  reencode_request(good, 4, fwd);
+  EXPECT_EQ(fwd[5], 4);
+  EXPECT_TRUE(verify_proof(fwd, key()));
 }
 
-TEST(RelayRequest, FieldChecksBehindAValidChecksum) {
-  auto reseal_req = [](uint8_t* b) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < 60; ++i) {
-      h ^= b[i];
-      h *= 16777619u;
-    }
-    put_u32(b + 60, h);
-  };
+TEST(RelayRequest, FieldChecks) {
   struct Edit {
     size_t at;
     uint8_t value;
     const char* want;
   };
-  for (const Edit& e : std::vector<Edit>{{4, 2, "version"},
+  for (const Edit& e : std::vector<Edit>{{4, 1, "version"},
                                          {8, 0, "port"},  // with [9] below: port 0
                                          {10, 0, "address count"},
                                          {10, 9, "address count"},
                                          {11, 2, "reserved"},
                                          {11, 0x81, "reserved"},
-                                         {57, 1, "reserved"},
                                          {40, 1, "padding"},
                                          {20, 40, "invalid"},
                                          {20, 0, "invalid"}}) {
     uint8_t b[kRequestSize];
-    encode_request(request(), b);
+    encode_request(request(), key(), b);
     b[e.at] = e.value;
     if (e.at == 8) b[9] = 0;
-    reseal_req(b);
     RelayRequest r;
     std::string why;
     EXPECT_FALSE(decode_request(b, &r, &why)) << e.at;
@@ -235,7 +250,7 @@ TEST(RelayRequest, RdmaFlagRoundTrips) {
     RelayRequest r = request();
     r.rdma = rdma;
     uint8_t b[kRequestSize];
-    encode_request(r, b);
+    encode_request(r, key(), b);
     EXPECT_EQ(b[11], rdma ? kRequestFlagRdma : 0);
     RelayRequest back;
     std::string why;
@@ -249,23 +264,123 @@ TEST(RelayRequest, AtMostEightAddressesAreEncoded) {
   r.dest.clear();
   for (uint32_t i = 0; i < 12; ++i) r.dest.push_back({0x0a000001u + 4 * i, 30});
   uint8_t b[kRequestSize];
-  encode_request(r, b);
+  encode_request(r, key(), b);
   RelayRequest back;
   ASSERT_TRUE(decode_request(b, &back, nullptr));
   EXPECT_EQ(back.dest.size(), kMaxRequestAddrs);
 }
 
+TEST(RelayRegistration, RoundTripsAndRejectsGarbage) {
+  Registration r;
+  r.port = 40000;
+  r.tag = relay_listener_tag(kNonce, sizeof(kNonce));
+  r.key = key();
+  uint8_t b[kRegistrationSize];
+  encode_registration(r, b);
+  Registration back;
+  std::string why;
+  ASSERT_TRUE(decode_registration(b, sizeof(b), &back, &why)) << why;
+  EXPECT_TRUE(back.add);
+  EXPECT_EQ(back.port, 40000);
+  EXPECT_EQ(back.tag, r.tag);
+  EXPECT_EQ(back.key, r.key);
+  EXPECT_FALSE(decode_registration(b, sizeof(b) - 1, &back, &why));
+  b[0] = 3;
+  EXPECT_FALSE(decode_registration(b, sizeof(b), &back, &why));
+  EXPECT_NE(local_socket_name(18515, 0), local_socket_name(18515, 0x1234));
+  EXPECT_EQ(local_socket_name(18515, 0)[0], '\0');  // abstract: per network namespace
+}
+
+TEST(RelayRouteQuery, QueryAndAnswerRoundTripAndRejectGarbage) {
+  RouteQuery q;
+  q.id = 77;
+  q.stream = 3;
+  q.age_ms = 1234;
+  q.dest = {P("198.18.21.2", 30), P("198.18.22.0", 31)};
+  uint8_t b[kRouteQuerySize];
+  encode_route_query(q, b);
+  RouteQuery qb;
+  std::string why;
+  ASSERT_TRUE(decode_route_query(b, sizeof(b), &qb, &why)) << why;
+  EXPECT_EQ(qb.id, 77u);
+  EXPECT_EQ(qb.stream, 3);
+  EXPECT_EQ(qb.age_ms, 1234u);
+  EXPECT_EQ(qb.dest, q.dest);
+  EXPECT_FALSE(decode_route_query(b, sizeof(b) - 1, &qb, &why));
+  b[1] = 9;
+  EXPECT_FALSE(decode_route_query(b, sizeof(b), &qb, &why));
+  RouteAnswer a;
+  a.id = 77;
+  a.status = 0;
+  a.cables = 2;
+  a.local = P("198.18.20.1", 24);
+  a.port = 18515;
+  a.peer = *parse_ipv4("198.18.20.2");
+  a.why = "";
+  a.path = "2 cables, via b";
+  const std::vector<uint8_t> v = encode_route_answer(a);
+  RouteAnswer ab;
+  ASSERT_TRUE(decode_route_answer(v.data(), v.size(), &ab, &why)) << why;
+  EXPECT_EQ(ab.id, 77u);
+  EXPECT_EQ(ab.cables, 2);
+  EXPECT_EQ(ab.local, a.local);
+  EXPECT_EQ(ab.peer, a.peer);
+  EXPECT_EQ(ab.path, a.path);
+  for (size_t cut = 0; cut < v.size(); ++cut)
+    EXPECT_FALSE(decode_route_answer(v.data(), cut, &ab, &why));
+  std::vector<uint8_t> bad = v;
+  bad[1] = 7;  // no such status
+  EXPECT_FALSE(decode_route_answer(bad.data(), bad.size(), &ab, &why));
+}
+
+TEST(RelayRegistry, ListenersBelongToTheirProcess) {
+  Registry reg;
+  Registration r;
+  r.port = 40000;
+  r.tag = relay_listener_tag(kNonce, sizeof(kNonce));
+  r.key = key();
+  std::string why;
+  ASSERT_TRUE(reg.add(7, r, &why)) << why;
+  ASSERT_NE(reg.find(r.tag), nullptr);
+  EXPECT_EQ(reg.find(r.tag)->port, 40000);
+  EXPECT_FALSE(reg.add(8, r, &why));  // another process cannot take over the tag
+  reg.remove(8, r.tag);               // nor remove it
+  EXPECT_NE(reg.find(r.tag), nullptr);
+  reg.drop_client(7);  // the process went: its listeners go
+  EXPECT_EQ(reg.find(r.tag), nullptr);
+  EXPECT_TRUE(peer_allowed(1000, 1000, 1000, -1));
+  EXPECT_TRUE(peer_allowed(0, 0, 1000, -1));
+  EXPECT_FALSE(peer_allowed(1001, 1001, 1000, -1));
+  EXPECT_TRUE(peer_allowed(1001, 50, 1000, 50));
+}
+
+TEST(RelayReplayCache, RefusesAReplayWithinItsLifetimeAndStaysBounded) {
+  ReplayCache c(4);
+  std::array<uint8_t, kProofSize> a{}, b{};
+  b[0] = 1;
+  EXPECT_TRUE(c.insert(a, 0, 100));
+  EXPECT_FALSE(c.insert(a, 50, 100));
+  EXPECT_TRUE(c.insert(b, 50, 100));
+  EXPECT_TRUE(c.insert(a, 101, 100));  // expired
+  for (uint8_t i = 2; i < 20; ++i) {
+    std::array<uint8_t, kProofSize> x{};
+    x[0] = i;
+    EXPECT_TRUE(c.insert(x, 110, 100));
+  }
+}
+
 TEST(RelayReply, OnlyKnownCodesDecode) {
   uint8_t b[kRelayReplySize];
   for (auto c : {ReplyCode::kOk, ReplyCode::kNoRoute, ReplyCode::kHopLimit, ReplyCode::kBusy,
-                 ReplyCode::kMalformed, ReplyCode::kConnectFailed, ReplyCode::kNoRdmaRelay}) {
+                 ReplyCode::kMalformed, ReplyCode::kConnectFailed, ReplyCode::kNoRdmaRelay,
+                 ReplyCode::kNotRegistered, ReplyCode::kBadProof}) {
     encode_relay_reply(c, b);
     ReplyCode back;
     ASSERT_TRUE(decode_relay_reply(b, &back));
     EXPECT_EQ(back, c);
     EXPECT_STRNE(relay_reply_text(c), "answered an unknown code");
   }
-  for (int bad : {0, 8, 255}) {
+  for (int bad : {0, 10, 255}) {
     encode_relay_reply(ReplyCode::kOk, b);
     b[3] = static_cast<uint8_t>(bad);
     ReplyCode back;

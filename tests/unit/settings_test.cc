@@ -240,6 +240,8 @@ TEST_F(LoadSettings, AsksForEverySetting) {
                                       "NCCL_MESH_RELAY_RDMA_DRAIN_MS",
                                       "NCCL_MESH_RELAY_VIA",
                                       "NCCL_MESH_RELAY_SCOPE",
+                                      "NCCL_MESH_RELAY_KEY_FILE",
+                                      "NCCL_MESH_RELAY_GROUP",
                                       "NCCL_MESH_EMULATE",
                                       "NCCL_MESH_TEST_GIN_CUDA_LIBRARY"};
   EXPECT_EQ(asked, want);
@@ -346,6 +348,8 @@ TEST(SettingTable, ListsEverySettingWithItsDefault) {
       {"NCCL_MESH_RELAY_PORT", "integer", "18515", "1..65535"},
       {"NCCL_MESH_RELAY_VIA", "string", "", ""},
       {"NCCL_MESH_RELAY_SCOPE", "enum", "host", "host, process"},
+      {"NCCL_MESH_RELAY_KEY_FILE", "string", "", ""},
+      {"NCCL_MESH_RELAY_GROUP", "string", "", ""},
       {"NCCL_MESH_EMULATE", "string", "", ""},
       {"NCCL_MESH_TEST_GIN_CUDA_LIBRARY", "string", "", ""},
   };
@@ -392,6 +396,8 @@ TEST(SettingTable, EveryDefaultParsesBackToItself) {
       {"NCCL_MESH_EMULATE", &Settings::emulate},
       {"NCCL_MESH_RELAY_VIA", &Settings::relay_via},
       {"NCCL_MESH_TEST_GIN_CUDA_LIBRARY", &Settings::test_gin_cuda_library},
+      {"NCCL_MESH_RELAY_KEY_FILE", &Settings::relay_key_file},
+      {"NCCL_MESH_RELAY_GROUP", &Settings::relay_group},
   };
   for (const SettingInfo& info : setting_table()) {
     Settings s;
