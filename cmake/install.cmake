@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installed layout of the plugin, included from the top-level CMakeLists.txt right after the
 # nccl-net-mesh target:
 #   <libdir>/libnccl-net-mesh.so    the name NCCL opens (NCCL_NET_PLUGIN=mesh or the full path)

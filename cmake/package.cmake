@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Documentation and the Debian package, included from the top-level CMakeLists.txt after the
 # sub-projects (so the tools' targets exist):
 #   <mandir>/man1/nccl-mesh-bench.1.gz, nccl-mesh-doctor.1.gz   for the tools that are built

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages nccl-mesh needs to build and test. Does nothing when they are all
 # present; needs root (apt-get) otherwise. Debian 12 package names.
 set -euo pipefail

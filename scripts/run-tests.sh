@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every test lane, as CI runs it:
 #   1. release build: unit, conformance, tool, install (install tree, .deb and, as root, its
 #      dpkg round trip: tests/install) and (as root) namespace-mesh suites via ctest;

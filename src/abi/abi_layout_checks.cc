@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sizes and offsets of every struct NCCL reads from or hands to the plugin, on x86_64/aarch64
 // (LP64). v8-v11: measured from NCCL 2.28.9's headers (shared/reference/nccl-net-abi.md section
 // 2); v12: NCCL 2.30 (nccl-2.30-and-beyond.md: 128-byte properties, maxP2pBytes at 104); v6/v7:

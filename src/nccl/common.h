@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every version of NCCL's network-plugin ABI shares: result codes, the logger, pointer types,
 // limits, and the device-offload handle (NCCL's nccl_common.h, net_device.h and the common part of
 // src/include/plugin/nccl_net.h). Layers below the ABI tables include only this header; the

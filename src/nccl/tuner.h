@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's tuner-plugin ABI (src/include/plugin/nccl_tuner.h and nccl_common.h of NCCL 2.28.9): the
 // collective, algorithm and protocol numbering every tuner version shares, and one header per
 // table version this library exports. NCCL opens a tuner from the net plugin's own library when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The version-independent plugin: every ncclNet entry point once, in the newest (v11)
 // semantics. The per-version tables in src/abi/ only convert arguments and call this.
 //

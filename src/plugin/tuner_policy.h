@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's policy (NCCL_MESH_TUNER): on a partial mesh, steer the bandwidth-heavy
 // collectives to NCCL's Ring algorithm, whose neighbours are cables when ranks are launched in
 // cable order (nccl-mesh-doctor prints that order); leave everything else, and every full mesh,

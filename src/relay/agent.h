@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host's relay agent (docs/relay.md). Every plugin process starts one; the process whose
 // agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on 0.0.0.0, without SO_REUSEPORT: one winner
 // per host or namespace) is the host's agent, the others stand by and retry the bind every

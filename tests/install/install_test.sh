@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The installed product, end to end:
 #   tests/install/install_test.sh BUILD_DIR      (a built tree configured with tests/install)
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* load_probe: opens the nccl-mesh plugin the way NCCL or RCCL does and makes the first calls a
  * communicator makes, to check an installed copy (tests/install/install_test.sh).
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The namespace test cases. Run one with:  cases.py --build BUILD_DIR [--prefix nm-X-] CASE
 (run-all.sh runs them all and always tears down). `cases.py --list` names them.
 

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Origin: the team's shared Soft-RoCE recipe, shared/tools/softroce/run-softroce.sh (its README
 # lists the traps), copied into nccl-mesh for the softroce CI lane (tests/softroce/run-lane.sh).
 # Changes from the recipe:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's policy over synthetic NCCL cost tables: full meshes untouched, a ring of 4 sends
 // large ring-able collectives to Ring and leaves small ones and other collectives alone, the off
 // setting leaves everything, and a table without a usable Ring row is never emptied.
