@@ -258,11 +258,17 @@ ok "the .debs' contents: $(deb_expected | wc -l) files and symlinks, as in tests
 for elf in "$work/debroot/usr/$MESH_DEB_LIBDIR/libnccl-net-mesh.so" \
            "$work"/debroot/usr/bin/nccl-mesh-*; do
   name=${elf#"$work/debroot"}
-  readelf -lW "$elf" | grep -q GNU_RELRO || fail "$name: no GNU_RELRO segment"
-  readelf -dW "$elf" | grep -q 'BIND_NOW' || fail "$name: not linked with -z now (no BIND_NOW)"
-  readelf --dyn-syms -W "$elf" | grep -q '__stack_chk_fail' || fail "$name: no stack protector"
-  readelf --dyn-syms -W "$elf" | grep -q '_chk@' || fail "$name: no fortified libc calls (_chk)"
-  if strings "$elf" | grep -q "$MESH_SOURCE_DIR/"; then
+  # Into files first: `grep -q` stops at the first match, and under pipefail readelf's SIGPIPE
+  # would fail the pipeline.
+  readelf -lW "$elf" >"$work/segments.txt"
+  readelf -dW "$elf" >"$work/dynamic.txt"
+  readelf --dyn-syms -W "$elf" >"$work/dynsyms.txt"
+  strings "$elf" >"$work/strings.txt"
+  grep -q GNU_RELRO "$work/segments.txt" || fail "$name: no GNU_RELRO segment"
+  grep -q 'BIND_NOW' "$work/dynamic.txt" || fail "$name: not linked with -z now (no BIND_NOW)"
+  grep -q '__stack_chk_fail' "$work/dynsyms.txt" || fail "$name: no stack protector"
+  grep -q '_chk@' "$work/dynsyms.txt" || fail "$name: no fortified libc calls (_chk)"
+  if grep -qF "$MESH_SOURCE_DIR/" "$work/strings.txt"; then
     fail "$name embeds the build's source path $MESH_SOURCE_DIR/ (-ffile-prefix-map)"
   fi
 done

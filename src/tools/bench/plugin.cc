@@ -16,8 +16,8 @@
 #include "errors.h"
 #include "wait.h"
 
-#ifndef MESH_BENCH_BUILD_PLUGIN
-#define MESH_BENCH_BUILD_PLUGIN ""
+#ifndef MESH_BENCH_BUILD_PLUGIN_REL
+#define MESH_BENCH_BUILD_PLUGIN_REL ""
 #endif
 #ifndef MESH_BENCH_INSTALL_LIBDIR
 #define MESH_BENCH_INSTALL_LIBDIR "lib"
@@ -103,7 +103,12 @@ std::vector<std::string> default_plugin_candidates() {
       if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
     }
   }
-  if (std::strlen(MESH_BENCH_BUILD_PLUGIN) > 0) out.push_back(MESH_BENCH_BUILD_PLUGIN);
+  // The build tree: the plugin's folder relative to the bench's (src/tools/bench -> top).
+  if (!dir.empty() && std::strlen(MESH_BENCH_BUILD_PLUGIN_REL) > 0) {
+    out.push_back((std::filesystem::path(dir) / MESH_BENCH_BUILD_PLUGIN_REL / kPluginFile)
+                      .lexically_normal()
+                      .string());
+  }
   return out;
 }
 
