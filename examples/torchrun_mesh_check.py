@@ -2,7 +2,7 @@
 """torchrun check of a switchless mesh: collectives, a DDP step and an FSDP step, verified.
 
     torchrun --nnodes=N --nproc_per_node=G --node_rank=R \
-             --rdzv_backend=c10d --rdzv_endpoint=MGMT_ADDR_OF_NODE0:29400 \
+             --master_addr=MGMT_ADDR_OF_NODE0 --master_port=29500 \
              torchrun_mesh_check.py [--sizes 4K,1M,64M] [--iters 5] [--backend auto|nccl|gloo]
 
 With GPUs (backend nccl): every collective runs through NCCL and so through nccl-mesh when
