@@ -88,9 +88,9 @@ else
   # run here: the same cases through the v6-v10 and v12 adapters, which only convert arguments
   # for the one core and run in every x86-64 lane. gtest names the instances
   # "Suite.Case/vN  # GetParam() = N".
-  echo "=== lane arm64: test: conformance, versioned cases as v11 only (MESH_CONF_TIME_SCALE=" \
-       "$MESH_CONF_TIME_SCALE; CI time: the v6-v10 and v12 adapters run on x86-64;" \
-       "ARM64_CONFORMANCE_FILTER=all runs them here)"
+  echo "=== lane arm64: test: conformance, versioned cases as v11 only" \
+       "(MESH_CONF_TIME_SCALE=$MESH_CONF_TIME_SCALE; CI time: the v6-v10 and v12 adapters run on" \
+       "x86-64; ARM64_CONFORMANCE_FILTER=all runs them here)"
   ctest --test-dir "$dir" --output-on-failure --timeout 900 -L conformance \
     -E '/v(6|7|8|9|10|12)( |$)'
 fi
