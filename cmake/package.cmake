@@ -12,9 +12,8 @@
 #   nccl-mesh-tools_<version>_<arch>.deb    component "tools": /usr/bin/nccl-mesh-*, their
 #       manual pages; depends on the library of the same version (the bench dlopens it)
 # Both carry the machine-readable copyright and the changelog (packaging/debian/). The split
-# follows Debian's policy for shared libraries (a library package named after its SONAME,
-# in the multiarch folder) and lets a GPU node
-# take the plugin without the tools' fmt dependency.
+# follows Debian's policy for shared libraries (a library package named after its SONAME, in
+# the multiarch folder) and lets a GPU node take the plugin without the tools' fmt dependency.
 # Manual pages: written by hand in docs/man (the man_pages_cover_help test in tests/install
 # checks them against --help), version and layout filled in, gzip-compressed as Debian wants
 # (gzip -n: no time stamp, so the same sources give the same bytes).
