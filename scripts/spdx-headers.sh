@@ -14,8 +14,9 @@
 # 5 lines is left as it is, so running the script again changes nothing (idempotent; the lead
 # reruns it after every merge).
 #
-# The files: git's tracked and untracked-but-not-ignored files when this is a git work tree,
-# else every file under the repository root outside build*/ and .git.
+# The files: git's tracked files (and, when adding, untracked files that git does not ignore)
+# when this is a git work tree, else every file under the repository root outside build*/ and
+# .git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +31,13 @@ tag="SPDX-License-Identifier: Apache-2.0"
 
 list_files() {
   if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git ls-files -z --cached --others --exclude-standard
+    # --check: the committed files (a build folder or scratch file in the work tree is not the
+    # repository's); adding: also new files not yet committed.
+    if [ $check -eq 1 ]; then
+      git ls-files -z --cached
+    else
+      git ls-files -z --cached --others --exclude-standard
+    fi
   else
     find . -path ./.git -prune -o -path './build*' -prune -o -type f -printf '%P\0'
   fi
