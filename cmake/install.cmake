@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installed layout of the plugin, included from the top-level CMakeLists.txt right after the
 # nccl-net-mesh target:
 #   <libdir>/libnccl-net-mesh.so    the name NCCL opens (NCCL_NET_PLUGIN=mesh or the full path)
@@ -8,7 +9,21 @@
 # staging all get both names side by side, and nothing is written outside the install root.
 # (The symlink is made in the build tree, next to the library, and copied as a symlink by
 # install(FILES); install_manifest.txt lists it like any other installed file.)
-install(TARGETS nccl-net-mesh LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+#
+# Components: "plugin" is the install tree's copy (cmake --install). "lib" is the Debian
+# package libnccl-net-mesh (cmake/package.cmake): the same two names in the multiarch folder
+# lib/<triplet> (Debian's /usr/lib/x86_64-linux-gnu, /usr/lib/aarch64-linux-gnu), where NCCL's
+# dlopen("libnccl-net-mesh.so") finds it through ld.so's default search path without
+# LD_LIBRARY_PATH. Its rules are EXCLUDE_FROM_ALL, so a plain `cmake --install` writes only the
+# tree's copy; cpack installs the "lib" component on its own.
+install(TARGETS nccl-net-mesh LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT plugin)
+if(CMAKE_LIBRARY_ARCHITECTURE)
+  set(MESH_DEB_LIBDIR lib/${CMAKE_LIBRARY_ARCHITECTURE})
+else()
+  set(MESH_DEB_LIBDIR lib)
+endif()
+install(TARGETS nccl-net-mesh LIBRARY DESTINATION ${MESH_DEB_LIBDIR} COMPONENT lib
+        EXCLUDE_FROM_ALL)
 
 get_target_property(_mesh_out_name nccl-net-mesh OUTPUT_NAME)
 if(NOT _mesh_out_name)
@@ -25,7 +40,8 @@ endif()
 set(MESH_RCCL_LINK ${_mesh_lib_dir}/librccl-net-mesh.so)
 file(MAKE_DIRECTORY ${_mesh_lib_dir})
 file(CREATE_LINK ${_mesh_plugin_file} ${MESH_RCCL_LINK} SYMBOLIC)
-install(FILES ${MESH_RCCL_LINK} DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES ${MESH_RCCL_LINK} DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT plugin)
+install(FILES ${MESH_RCCL_LINK} DESTINATION ${MESH_DEB_LIBDIR} COMPONENT lib EXCLUDE_FROM_ALL)
 unset(_mesh_out_name)
 unset(_mesh_plugin_file)
 unset(_mesh_lib_dir)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compares two builds of the plugin side by side: runs nccl-mesh-bench with each .so in turn
 (A, B, A, B, ...: same machine, same minutes, so load drifts hit both alike), each run measuring
 the plugin and plain TCP per size, and prints one markdown table of every row plus medians.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Fails when a file under src/ includes a header of a higher layer.
 
 The layers, lowest first (docs/design.md explains each):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job on its embedded default: build the plugin and nccl-mesh-bench, then run the bench
 # locally (it spawns two ranks over loopback and prints plugin vs plain-TCP numbers).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU end-to-end run of NCCL over the mesh plugin, on the one-GPU test machine, in < 10 minutes:
 #   build (plugin + tests/gpu + nccl-mesh-bench) -> start MPS -> correctness for 2,3,4 ranks x
 #   Simple/LL/LL128 -> the same suite over NCCL's Socket (harness sanity) -> benchmark Mesh vs

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages nccl-mesh needs to build and test. Does nothing when they are all
 # present; needs root (apt-get) otherwise. Debian 12 package names.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config clang libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-      libfmt-dev libibverbs-dev libssl-dev iproute2 nftables gnuplot-nox procps python3 dpkg-dev file)
+      libfmt-dev libibverbs-dev libssl-dev iproute2 nftables gnuplot-nox procps python3 dpkg-dev file
+      lintian)
 # libibverbs-dev: the verbs headers only; the plugin dlopens libibverbs.so.1 at run time.
 # dpkg-dev (dpkg-shlibdeps) and file: CPack's .deb (cpack -G DEB) computes the Depends field.
+# lintian: tests/install checks the .debs with it (no errors allowed).
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Renders docs/reliability.md from test results (issue 8: every row comes from a CI test).
 
   scripts/reliability-table.py [--ci-log LOG]... [--rows FILE]... [-o docs/reliability.md]

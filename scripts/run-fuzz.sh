@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer targets with clang and runs each on its corpus (tests/fuzz/corpus/<t>)
 # for a bounded time. Prints the total executions per target; any crash fails the run and
 # leaves the reproducer in build-fuzz/crashes/ (turn it into a unit-test regression case).

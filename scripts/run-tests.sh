@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every test lane, as CI runs it:
 #   1. release build: unit, conformance, tool, install (install tree, .deb and, as root, its
 #      dpkg round trip: tests/install) and (as root) namespace-mesh suites via ctest;
@@ -6,13 +7,14 @@
 #      multi-rank cases (SANITIZER_CASES in tests/netns/cases.py);
 #   3. TSan build: the same;
 #   4. libFuzzer (clang): every parser target for a bounded time (scripts/run-fuzz.sh);
-#   5. Soft-RoCE: conformance suite and bandwidth over rdma_rxe in a qemu VM (tests/softroce/).
-# Usage: scripts/run-tests.sh [lane ...]   lanes: release asan tsan fuzz softroce (default: all)
+#   5. Soft-RoCE: conformance suite and bandwidth over rdma_rxe in a qemu VM (tests/softroce/);
+#   6. arm64: cross-built plugin, unit and conformance tests under qemu-user (scripts/arm64-lane.sh).
+# Usage: scripts/run-tests.sh [lane ...]   lanes: release asan tsan fuzz softroce arm64 (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 lanes=("$@")
-[ ${#lanes[@]} -eq 0 ] && lanes=(release asan tsan fuzz softroce)
+[ ${#lanes[@]} -eq 0 ] && lanes=(release asan tsan fuzz softroce arm64)
 jobs=$(nproc)
 status=0
 run_lane() {
@@ -28,6 +30,7 @@ run_lane() {
                 "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/gin;tests/soak;src/tools/bench;tests/bench;tests/netns")
           labels="unit|conformance|soak|netns" ;;
     fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-30}"; return ;;
+    arm64) echo "=== lane arm64"; scripts/arm64-lane.sh build-ci-arm64; return ;;
     softroce)
       # The release lane's tree when there is one (its targets are then up to date), else a
       # tree with only the plugin, the conformance suite and the bench. LANE_TRANSPORT

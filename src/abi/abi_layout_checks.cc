@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sizes and offsets of every struct NCCL reads from or hands to the plugin, on x86_64/aarch64
-// (LP64). v8-v11: measured from NCCL 2.28.9's headers (shared/reference/nccl-net-abi.md section
-// 2); v12: NCCL 2.30 (nccl-2.30-and-beyond.md: 128-byte properties, maxP2pBytes at 104); v6/v7:
+// (LP64). v8-v11: measured from NCCL 2.28.9's headers (src/include/plugin/net/net_v8.h ...
+// net_v11.h); v12: NCCL 2.30's net_v12.h (128-byte properties, maxP2pBytes at 104); v6/v7:
 // the member lists of NCCL's net_v6.h/net_v7.h laid out by the LP64 rules (8-byte pointers and
 // size_t, 4-byte int/float/enum). A mismatch fails the build instead of corrupting NCCL's memory.
 #include <cstddef>

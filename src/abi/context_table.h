@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of the per-communicator ABI versions, v11 (NCCL 2.28-2.29) and v12 (NCCL 2.30,
 // current RCCL): NCCL 2.30 kept v11's order and signatures and renamed the types, so one
 // template builds both tables from the same entry points.

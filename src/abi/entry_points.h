@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry points shared by the ncclNetPlugin_v6 ... _v12 tables: a function appears here when its
 // signature is the same in several versions. Each one forwards to the version-independent core
 // (plugin/plugin.h) inside guard(), so no C++ exception ever crosses the C ABI.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v10 (NCCL 2.26-2.27): init once per process, traffic class passed to connect.
 #include "abi/entry_points.h"
 

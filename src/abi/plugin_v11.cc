@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v11 (NCCL 2.28-2.29): per-communicator init/finalize with a context.
 #include "abi/context_table.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v12 (NCCL 2.30, current RCCL): v11's table and semantics; the properties add
 // railId/planeId (reported as NCCL_NET_ID_UNDEF: see fill_properties) and room for 8 devices per
 // virtual NIC.

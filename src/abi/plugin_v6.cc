@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v6 (NCCL 2.13-2.18): no device handles, int sizes, properties end at maxRecvs.
 //
 // Requests in flight: NCCL of that era defined NCCL_NET_MAX_REQUESTS as 8 and never posts more

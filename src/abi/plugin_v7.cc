@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v7 (NCCL 2.19): v6 plus device handles in connect/accept (never written: see
 // entry_points.h), getDeviceMr and irecvConsumed (NULL: host plugin), netDeviceType/Version in
 // the properties; int sizes for regMr, isend and irecv.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v8 (NCCL 2.20-2.23): int message sizes (at most 1 GiB), size_t regMr, no
 // makeVDevice.
 #include "abi/entry_points.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNetPlugin_v9 (NCCL 2.24-2.25): size_t sizes, no profiler handles.
 #include "abi/entry_points.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner tables NCCL finds in this library when NCCL_TUNER_PLUGIN is unset: ncclTunerPlugin_v5
 // (NCCL 2.28 - 2.30), _v4 (2.24 - 2.27) and _v3 (2.22 - 2.23), each a thin adapter over
 // plugin/tuner_context.h and plugin/tuner_policy.h. Every entry runs inside guard() and

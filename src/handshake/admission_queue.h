@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Admission of unauthenticated handshake sockets: which accepted sockets are still pending (no
 // complete hello yet), in arrival order, how many per source address, and which one to close
 // when a newcomer arrives at a cap. A pure policy: no sockets, no clock, no logging; the handshake

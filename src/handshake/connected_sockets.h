@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The sockets of one connection once every one has been authenticated: what the handshake
 // service hands to a transport (it never touches these fds again). A bundle of file
 // descriptors and facts about them, not a transport::Connection.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 128-byte connection handle that NCCL ships from the listening rank to the connecting rank
 // through its bootstrap. It is peer-supplied data: decode() validates every field.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The first bytes a connecting rank sends on every socket of a new connection, and the
 // listener's one-word reply. The hello is peer-supplied: decode_hello() validates every field.
 //

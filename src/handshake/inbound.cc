@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The listening side of the handshake service (service.h): binds the handshake port, accepts
 // sockets under the admission policy (admission_queue.h), reads and checks hellos, runs the
 // transport extension, and groups authenticated sockets into connections for accept().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The connecting side of the handshake service (service.h): one OutgoingState per connect(),
 // each socket through backoff -> connecting -> sending the hello -> awaiting the reply -> done,
 // with retries until the connect deadline. Service thread only, under the service mutex.

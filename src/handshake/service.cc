@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake service's public calls (NCCL's threads) and its loop (the service thread);
 // the listening side is in inbound.cc, the connecting side in outbound.cc.
 #include "handshake/service.h"

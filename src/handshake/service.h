@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The process-wide handshake service: one background thread (epoll) that
 //  - listens on the handshake port of every mesh interface and authenticates incoming sockets
 //    (hello with the listen's nonce), grouping them into connections for accept(); and

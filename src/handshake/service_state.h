@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake service's private types (service.h declares them, service.cc, inbound.cc and
 // outbound.cc use them), and the constants those files share. Only the service thread touches
 // these objects, always under the service mutex (service.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rate limit for the WARN lines the handshake service logs about other hosts' sockets (refused
 // hellos, sockets that never sent one, half-established connections, evictions). Whoever can
 // reach the handshake port decides how many such events there are, so one WARN per event lets a

@@ -1,9 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every version of NCCL's network-plugin ABI shares: result codes, the logger, pointer types,
 // limits, and the device-offload handle (NCCL's nccl_common.h, net_device.h and the common part of
 // src/include/plugin/nccl_net.h). Layers below the ABI tables include only this header; the
 // per-version properties structs and tables are in net_v6.h ... net_v12.h.
 //
-// Values from shared/reference/nccl-net-abi.md (NCCL 2.28.9) and nccl-2.30-and-beyond.md; every
+// Values from those headers of NCCL 2.28.9 and of NCCL 2.30 (for v12); every
 // size and offset NCCL depends on is checked by static_assert in src/abi/abi_layout_checks.cc.
 // Plain C compatible so the conformance suite and tools can include it too.
 #ifndef NCCL_MESH_NCCL_COMMON_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's network-plugin ABI, every version this library exports: the shared declarations
 // (common.h) and one header per version, the way NCCL keeps them in src/include/plugin/net/.
 // For the ABI tables, the tools and the tests; layers below the ABI include only nccl/common.h.

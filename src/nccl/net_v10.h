@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet_v10 (NCCL 2.26-2.27): profiler callback in init and handles in isend/irecv, a comm config
 // (traffic class) passed to connect.
 // Transcribed from NCCL's src/include/plugin/net/net_v10.h (layouts checked in

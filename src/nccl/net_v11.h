@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet_v11 (NCCL 2.28-2.29): one context per communicator (init/finalize), setNetAttr hints.
 // Transcribed from NCCL's src/include/plugin/net/net_v11.h (layouts checked in
 // src/abi/abi_layout_checks.cc). Plain C compatible.

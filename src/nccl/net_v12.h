@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet_v12 (NCCL 2.30): v11's table with 8 devices per virtual NIC and rail/plane ids in the
 // properties (128 bytes, maxP2pBytes at offset 104).
 // Transcribed from NCCL's src/include/plugin/net/net_v12.h (layouts checked in

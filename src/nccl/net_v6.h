@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet_v6 (NCCL 2.13-2.18): no device handles, int sizes, at most 8 requests per comm.
 // Transcribed from NCCL's src/include/plugin/net/net_v6.h (layouts checked in
 // src/abi/abi_layout_checks.cc). Plain C compatible.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet_v7 (NCCL 2.19): device handles in connect/accept, getDeviceMr and irecvConsumed; int
 // sizes. Transcribed from NCCL's src/include/plugin/net/net_v7.h (layouts checked in
 // src/abi/abi_layout_checks.cc). Plain C compatible.

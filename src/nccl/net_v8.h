@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet_v8 (NCCL 2.20-2.23): properties gain regIsGlobal, regMr takes size_t; int message sizes.
 // Transcribed from NCCL's src/include/plugin/net/net_v8.h (layouts checked in
 // src/abi/abi_layout_checks.cc). Plain C compatible.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclNet_v9 (NCCL 2.24-2.25): size_t sizes, virtual devices (vProps, makeVDevice).
 // Transcribed from NCCL's src/include/plugin/net/net_v9.h (layouts checked in
 // src/abi/abi_layout_checks.cc). Plain C compatible.

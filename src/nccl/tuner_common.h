@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every version of NCCL's tuner-plugin ABI shares (NCCL 2.28.9's nccl_common.h and
 // plugin/nccl_tuner.h): the collective numbering and the cost table's rows and columns.
 #ifndef NCCL_MESH_NCCL_TUNER_COMMON_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclTunerPlugin_v3 (NCCL 2.22 - 2.23): as v4 without getCollInfo's regBuff argument.
 #ifndef NCCL_MESH_NCCL_TUNER_V3_H
 #define NCCL_MESH_NCCL_TUNER_V3_H

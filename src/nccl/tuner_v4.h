@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclTunerPlugin_v4 (NCCL 2.24 - 2.27): init(nRanks, nNodes, logger, &ctx), getCollInfo as v5
 // (with regBuff), destroy. NCCL 2.28.9 still loads it when v5 is absent.
 #ifndef NCCL_MESH_NCCL_TUNER_V4_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclTunerPlugin_v5 (NCCL 2.28 - 2.30; NCCL 2.28.9 probes it first): init gets a communicator
 // id, NVLink-domain facts and NCCL's tuning constants (in/out); finalize replaces destroy.
 #ifndef NCCL_MESH_NCCL_TUNER_V5_H

@@ -1,7 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // The version-independent plugin: every ncclNet entry point once, in the newest (v11)
 // semantics. The per-version tables in src/abi/ only convert arguments and call this.
 //
-// Which thread touches what (NCCL 2.28, shared/reference/nccl-net-abi.md section 6.1):
+// Which thread touches what (NCCL 2.28.9's src/transport/net.cc and src/proxy.cc):
 //  - init/devices/getProperties: application or init threads; finalize: comm destroy.
 //  - listen/connect/accept/regMr/deregMr/close*: NCCL's proxy service thread.
 //  - isend/irecv/test/iflush: NCCL's proxy progress thread.

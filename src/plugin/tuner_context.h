@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One tuner context per NCCL communicator (NCCL calls the tuner's init once per communicator):
 // the decision of tuner_policy.h for this communicator, made at init from NCCL's arguments and
 // the tuner settings, and read-only afterwards.

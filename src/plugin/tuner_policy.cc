@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plugin/tuner_policy.h"
 
 #include "nccl/tuner_common.h"

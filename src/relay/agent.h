@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host's relay agent (docs/relay.md). Every plugin process starts one; the process whose
 // agent binds NCCL_MESH_RELAY_PORT (TCP and UDP, on each mesh interface's address, never on
 // 0.0.0.0 nor the management network, without SO_REUSEPORT: one winner per host or namespace)

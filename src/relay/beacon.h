@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay agents' discovery datagram (UDP, NCCL_MESH_RELAY_PORT): every agent sends one about
 // once a second on each mesh interface; it carries the sender's own entry (its addresses and
 // the neighbours it currently hears) and the entries it has learnt from others (link-state

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay layer's decoders and route search report why they refuse: one helper for all.
 #pragma once
 

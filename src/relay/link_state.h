@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One agent's view of the cable graph, built from the beacons it hears (relay/beacon.h): its own
 // entry (its addresses and the neighbours heard within kNeighbourTtlMs) and the newest entry of
 // every other host, dropped when its owner's sequence has not advanced for kExpireMs (a dead

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the relay agent hands to the RDMA forwarder (transport/rdma/relay_forwarder.h) for a
 // connection that asked for RDMA relay (request flag kRequestFlagRdma): both sockets, the
 // request answered by no one yet (the forwarder sends the "ok" once it owns the sockets).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The first bytes on a relayed socket: the connecting side (or the previous relay agent) asks a
 // relay agent to carry this socket towards a destination, and the agent answers with one status
 // word. Peer-supplied: decode_request() validates every field.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shortest paths over the cable graph that the beacons describe. Pure functions over data,
 // unit-tested without a network.
 //

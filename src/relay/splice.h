@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One relayed socket pair in the relay agent: bytes read from each side are written to the
 // other through a bounded buffer per direction. A side is read only while its buffer has room,
 // so a slow receiver stops the agent reading, the sender's TCP window closes and backpressure

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An emulated ring or line of hosts on one machine, for tests and try-outs (NCCL_MESH_EMULATE):
 // every "cable" between neighbours gets its own /30 subnet of 127.77.0.0/16, and each rank (one
 // process) sees only the loopback addresses of its own cables. Ranks without a shared emulated

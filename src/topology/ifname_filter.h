@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL_MESH_IFNAME: NCCL_SOCKET_IFNAME's syntax. A comma-separated list of name prefixes;
 // a leading '^' turns the list into exclusions; a leading '=' (after any '^') makes every entry an
 // exact name instead of a prefix. Examples: "enp1,enp2", "^docker,virbr", "=eth0", "^=lo".

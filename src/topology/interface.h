@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Local network interfaces as the plugin sees them: one entry per IPv4 address.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Byte counters of the cables a host uses, as the kernel keeps them: the netdev's
 // statistics/{tx,rx}_bytes, and for an RDMA port on that netdev the port's own data counters
 // (RDMA traffic of hardware RoCE/IB NICs bypasses the netdev's software counters). Shared by

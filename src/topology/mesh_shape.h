@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Facts about the shape of the mesh: how many cables this host has (for the tuner's partial-mesh
 // test) and in which order to launch hosts so that NCCL's ring follows the cables (for the
 // doctor). Pure functions over data.

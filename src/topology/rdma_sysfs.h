@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RDMA devices as the kernel describes them in sysfs, and the choice of the GID an RDMA
 // connection from a given IPv4 address must use. Shared by nccl-mesh-doctor and the RDMA
 // transport, so both pick the same GID for the same address and explain it the same way.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which local interfaces the plugin uses, which NCCL devices it exposes, and which local
 // interface(s) reach a given peer. Pure functions over data: unit-tested without hardware.
 #pragma once

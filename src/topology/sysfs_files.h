@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small readers for sysfs-style trees, shared by the topology layer and nccl-mesh-doctor.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the ABI layer sees of a send or receive comm, whatever the transport. Every opaque
 // pointer handed to NCCL starts with an ObjectTag so a wrong or stale pointer is reported
 // instead of being used (NCCL passes our own pointers back, but a mix-up must not corrupt memory).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place where a finished handshake becomes a Connection, on either side (connect and
 // accept). The handshake's transport state says which transport it set up: an rdma::Endpoint
 // with connected QPs (the listener's extension handler, RdmaTransport::accept_extension, left

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/failure_latch.h"
 
 #include "util/log.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The first failure of a connection, kept until NCCL's next isend/irecv/test returns it. Both
 // transports use it: TCP's stream workers and RDMA's device async thread record failures from
 // their own threads, and NCCL's progress thread checks failed() on every call.

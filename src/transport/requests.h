@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What both transports do alike with NCCL's requests: a fixed pool of NCCL_NET_MAX_REQUESTS
 // per comm, the int size test() reports, and the words of the errors for the same misuse, so
 // a user reads one wording whatever the cable.

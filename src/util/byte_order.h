@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Big-endian field access for wire formats (handle, handshake and data headers).
 #pragma once
 

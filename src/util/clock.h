@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one clock of the plugin: the steady clock (CLOCK_MONOTONIC on Linux; never jumps with wall
 // time), in milliseconds for deadlines, timeouts and grace periods on every layer, and in
 // nanoseconds for the data path's short back-offs.

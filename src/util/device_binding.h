@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which local interface a socket's packets leave through, when several local interfaces share
 // one subnet (the two PCIe halves of a DGX Spark ConnectX-7 port, each its own netdev, addressed
 // in one /24).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FNV-1a, 32 bits: the checksum of every wire format (handle, hello, relay beacon and request).
 // Catches corruption and garbage, not forgery (the nonce does that).
 #pragma once

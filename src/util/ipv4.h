@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IPv4 addresses with prefix lengths: the unit every topology decision is made of.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logging through NCCL's logger (NCCL_DEBUG / NCCL_DEBUG_SUBSYS decide what prints). Before
 // init, or in the tools, a fallback logger writes to stderr, honouring NCCL_DEBUG.
 // Every line carries the prefix "NET/Mesh : ".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cryptographically random bytes (getrandom): nonces and connection ids must not be guessable
 // by other processes on the network.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every NCCL_MESH_* setting in one typed table: name, type, default, meaning. The README's
 // settings table is generated from the same list (nccl-mesh-doctor --settings prints it).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small POSIX socket helpers shared by the handshake service and the TCP transport.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests for the pure parts of nccl-mesh-bench: size lists, the verification pattern, the
 // all-reduce data, the bandwidth formulas, the launcher environment and the routes read from the
 // plugin's log lines.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 file(READ ${SETTINGS} settings)
 file(READ ${README} readme)
 string(REGEX MATCHALL "\"NCCL_MESH_[A-Z_]+\"" names "${settings}")

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Unit test of scripts/reliability-table.py's CI log parsing, the Soft-RoCE lane above all: which
 VM a gtest line belongs to, pass / FAIL / FLAKY / skipped / not run per VM, and logs with and
 without the lane. The logs are small hand-made excerpts in the format tests/softroce/run-lane.sh

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Environment checks over synthetic inventories: NCCL variables that bypass the plugin,
 // NCCL_MESH_* values the plugin rejects, NCCL_MESH_IFNAME that matches nothing.
 #include <gtest/gtest.h>

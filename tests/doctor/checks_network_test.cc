@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IP-layer checks over synthetic inventories: each check passing and failing.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Peer checks over synthetic peer maps and probe results: cables, probe failures, MTU and
 // netmask mismatches between the two ends of a cable, tuner settings that differ between hosts.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RDMA checks over synthetic inventories: RoCE GIDs, rdma-core, GPU-direct.
 #include <gtest/gtest.h>
 

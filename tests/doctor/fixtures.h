@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the doctor tests: temporary directory trees and synthetic inventories.
 #pragma once
 

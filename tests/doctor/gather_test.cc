@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The file-reading parts of the inventory gather over synthetic /sys and /proc trees, and a
 // smoke test of the real gather on this machine.
 #include "tools/doctor/gather.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The doctor's host-order hint over synthetic mesh maps: a 4-host ring probed from host A in a
 // scrambled numbering, a line, and the unknown case without --probe.
 #include "tools/doctor/host_order.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cable byte counters over synthetic /sys trees: a netdev's statistics, a hardware RDMA port's
 // 4-byte-word data counters, an rxe port with packet counters only, deltas and their unknowns.
 #include "topology/link_counters.h"

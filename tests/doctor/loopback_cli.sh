@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The doctor binary end to end on loopback only: --serve on 127.0.0.1 (any free port), then
 # peer mode with --probe against it, text and --json. Nothing leaves 127.0.0.0/8.
 #   tests/doctor/loopback_cli.sh PATH/TO/nccl-mesh-doctor

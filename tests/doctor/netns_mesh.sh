@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # nccl-mesh-doctor peer mode on a namespace triangle A-B-C (one veth "cable" and one /24 per
 # pair, 198.18.0.0/15 only) plus a listed peer D without a cable, and an MTU mismatch on the
 # A-C cable: --serve runs in B and C, the doctor in A with --hosts and --probe. Checks that the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Peer lists, hosts files, the mesh map (choose_rails over the used interfaces) and the cables
 // between peers deduced from their reports.
 #include "tools/doctor/peers.h"

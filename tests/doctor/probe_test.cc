@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The probe protocol: request and INFO codecs, and client against server end to end over
 // 127.0.0.1 (the only address these tests use).
 #include <gtest/gtest.h>

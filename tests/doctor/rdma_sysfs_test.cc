@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RDMA sysfs discovery and GID selection over synthetic /sys trees: a ConnectX-like table with
 // RoCE v1/v2 pairs, an rxe table, IPv6-only and v1-only tables, overrides, InfiniBand.
 #include "topology/rdma_sysfs.h"

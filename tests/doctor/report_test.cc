@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The text and JSON reports render every section from one synthetic inventory with RDMA, a
 // peer map and probe results.
 #include "tools/doctor/report.h"

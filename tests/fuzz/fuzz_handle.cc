@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 128-byte handle arrives from a peer through NCCL's bootstrap: decode must reject anything
 // malformed without reading out of bounds, and whatever it accepts must re-encode identically.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-message header on a TCP connection is peer-supplied; decoding is total, and the split
 // it leads to must always tile the message exactly for any size and part count.
 #include "transport/tcp/chunking.h"

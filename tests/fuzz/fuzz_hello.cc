@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hello is the first thing any host on the network can send to the handshake port.
 #include <cstring>
 

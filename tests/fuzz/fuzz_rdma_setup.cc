@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA setup message arrives from the peer inside the handshake (its length bounded by the
 // hello): decode must reject or accept without crashing, and what it accepts must re-encode to
 // the same bytes. The same bytes also drive the relay host's chunk account (relay_chunks.h) as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A beacon is any datagram that reaches the relay port: decode, and where it decodes, check that
 // it re-encodes to the same bytes and that feeding it to a link-state table and routing over the
 // result cannot fail in any other way than returning false.

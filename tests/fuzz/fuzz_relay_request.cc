@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay request is the first thing any host can send to a relay agent's TCP port, and the
 // relay reply the first thing a relay sends back.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Settings come from the user's environment; parsing must never crash and must keep values in
 // their documented ranges.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark one rank runs: nccl-tests-style bus bandwidth and time of all_reduce,
 // all_gather, reduce_scatter and alltoall (float32) over a range of sizes.
 #ifndef NCCL_MESH_TESTS_GPU_BENCH_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The correctness suite one rank runs: every collective of the NCCL API in every dtype and
 // reduction op, in-place and out-of-place, alone and grouped, from 0 elements to hundreds of MiB,
 // on the world communicator, on split communicators, and on a re-created one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-side buffer filling: the only code that runs on the GPU besides NCCL's own kernels.
 #ifndef NCCL_MESH_TESTS_GPU_KERNELS_H
 #define NCCL_MESH_TESTS_GPU_KERNELS_H

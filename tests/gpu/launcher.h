@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The launcher: starts one process set (N ranks of this same binary, each with its own
 // NCCL_HOSTID and the plugin environment), bounds its run time, and judges it from exit codes,
 // the ranks' result files and the NCCL log lines that prove which transport carried the data.

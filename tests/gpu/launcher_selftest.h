@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-only checks of the launcher (--mode launcher-selftest, ctest gpu_e2e_launcher_selftest):
 // the per-rank environment, checked against the plugin's own emulation and interface selection
 // (src/topology), the process-set plan, the rank-log checks on synthetic logs, and the

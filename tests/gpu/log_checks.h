@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What one rank's NCCL log must show for its set to pass: the transport proof ("Using network
 // <net>", "via NET/<net>/" lines and no other "via" line, "Loaded net plugin Mesh"), and for an
 // emulated ring or line also the tuner (NCCL's "TUNER/Plugin: Using Mesh", the plugin's decision

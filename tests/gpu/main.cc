@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nccl-mesh-gpu-e2e: NCCL itself over the mesh plugin, N ranks as processes on one GPU.
 //
 // Without --rank this is the launcher: it checks for a GPU (printing "SKIP: no CUDA device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command line of nccl-mesh-gpu-e2e. One binary has three roles: the launcher (default; spawns
 // process sets and reports), a rank (internal: --rank, started by the launcher), and a selftest
 // of the host-side reference that needs no GPU.

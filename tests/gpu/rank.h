@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank's plumbing: CUDA/NCCL error handling, the ncclUniqueId rendezvous, communicator
 // creation, bounded waits, device/host buffers, and the mapping of the test's collectives onto
 // the NCCL API. Shared by the correctness suite and the benchmark.

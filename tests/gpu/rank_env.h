@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The environment of one rank: the launcher's own, with the NCCL settings that make the rank its
 // own "host", route its traffic through the chosen network and, for an emulated ring or line,
 // give it only the loopback addresses of its own emulated cables. Pure (no process state), so

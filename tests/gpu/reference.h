@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-side reference: what each collective must leave in each rank's output, computed from the
 // inputs in values.h, and the comparison of a rank's output against it.
 //

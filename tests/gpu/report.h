@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the launcher prints and writes: per-set verdicts, the benchmark table with the
 // plugin/Socket ratio, the performance targets, and the JSON versions of both.
 #ifndef NCCL_MESH_TESTS_GPU_REPORT_H

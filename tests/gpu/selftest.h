@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-only checks of the reference (values.h, reference.h): runs without a GPU, so CI
 // exercises the code that decides what "correct" means even where the real test is skipped.
 #ifndef NCCL_MESH_TESTS_GPU_SELFTEST_H

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch over the mesh plugin: N ranks as processes on one GPU, each its own NCCL "host".
 
 The launcher (default) starts one process set per world size: every rank is this script with

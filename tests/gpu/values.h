@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Input values of the end-to-end test: one function, compiled for the GPU (to fill buffers) and
 // for the host (to compute the reference), so both sides agree on every element.
 //

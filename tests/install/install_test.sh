@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The installed product, end to end:
 #   tests/install/install_test.sh BUILD_DIR      (a built tree configured with tests/install)
 #
@@ -9,9 +10,12 @@
 #     the lib folder on LD_LIBRARY_PATH, the full path, and RCCL's librccl-net-mesh.so;
 #  c. the installed nccl-mesh-bench runs on loopback without --plugin and uses the installed
 #     plugin; the installed doctor reports the project's version;
-#  d. cpack -G DEB: control fields and contents; then, as root, dpkg -i, the installed doctor,
-#     bench, manual pages and plugin (by name, as on a system install), dpkg -r and --purge,
-#     and every path the package owned is gone (directories shared with other packages stay).
+#  d. cpack -G DEB: the two packages (libnccl-net-mesh, nccl-mesh-tools), their control fields
+#     and contents (tests/install/deb-files.txt), hardening of every ELF file (RELRO, BIND_NOW,
+#     stack protector, fortified calls), no build path inside, lintian without errors; then, as
+#     root, dpkg -i, the installed doctor, bench, manual pages, docs and plugin (by name, as on a
+#     system install), a WARN of the installed plugin naming src/..., dpkg -r and --purge, and
+#     every path the packages owned is gone (directories shared with other packages stay).
 #     Without root: "SKIP package round trip: needs root (dpkg -i)".
 # Every step prints a line; the last line is PASS or FAIL (exit status 0 or 1). Temporary files
 # live in one mktemp folder; the dpkg part takes a lock, so concurrent runs are safe.
@@ -29,13 +33,14 @@ fi
 source "$envfile"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nccl-mesh-install-test.XXXXXX")
-pkg=nccl-mesh
+lib_pkg=libnccl-net-mesh
+tools_pkg=nccl-mesh-tools
 pkg_installed=0
 cleanup() {
   local rc=$?
   if [ "$pkg_installed" = 1 ]; then
-    echo "--- cleanup: dpkg --purge $pkg"
-    dpkg --purge "$pkg" >/dev/null 2>&1 || true
+    echo "--- cleanup: dpkg --purge $tools_pkg $lib_pkg"
+    dpkg --purge "$tools_pkg" "$lib_pkg" >/dev/null 2>&1 || true
   fi
   rm -rf "$work"
   if [ $rc -eq 0 ]; then echo "PASS: install test"; else echo "FAIL: install test"; fi
@@ -202,32 +207,84 @@ v=$("$prefix/$MESH_BINDIR/nccl-mesh-doctor" --version)
 [ "$v" = "$MESH_VERSION" ] || fail "nccl-mesh-doctor --version printed '$v', not $MESH_VERSION"
 ok "nccl-mesh-doctor --version: $v"
 
-step "d1. the Debian package (cpack -G DEB)"
-for c in dpkg-deb dpkg-shlibdeps file; do
-  command -v "$c" >/dev/null || fail "$c not found (Debian: dpkg-dev file; scripts/install-deps.sh)"
+step "d1. the Debian packages (cpack -G DEB): control fields, contents, lintian"
+for c in dpkg-deb dpkg-shlibdeps file lintian; do
+  command -v "$c" >/dev/null || fail "$c not found (Debian: dpkg-dev file lintian; scripts/install-deps.sh)"
 done
 run_logged "$work/cpack.log" "$MESH_CPACK" -G DEB --config "$build/CPackConfig.cmake" -B "$work/pkg"
-debs=("$work"/pkg/*.deb)
-if [ ${#debs[@]} -ne 1 ] || [ ! -f "${debs[0]}" ]; then
+deb_arch=$(dpkg --print-architecture)
+lib_deb=$work/pkg/${lib_pkg}_${MESH_VERSION}_$deb_arch.deb
+tools_deb=$work/pkg/${tools_pkg}_${MESH_VERSION}_$deb_arch.deb
+made=$(cd "$work/pkg" && ls -- *.deb | LC_ALL=C sort | tr '\n' ' ')
+if [ "$made" != "$(basename "$lib_deb") $(basename "$tools_deb") " ]; then
   indent <"$work/cpack.log"
-  fail "cpack did not make exactly one .deb"
+  fail "cpack made '$made', not $(basename "$lib_deb") and $(basename "$tools_deb")"
 fi
-deb=${debs[0]}
-ok "$(basename "$deb") ($(stat -c %s "$deb") bytes)"
-dpkg-deb -I "$deb" | indent
-field() { dpkg-deb -f "$deb" "$1"; }
-[ "$(field Package)" = "$pkg" ] || fail "Package: $(field Package)"
-[ "$(field Version)" = "$MESH_VERSION" ] || fail "Version: $(field Version), not $MESH_VERSION"
-[ -n "$(field Maintainer)" ] || fail "Maintainer missing"
-[ -n "$(field Section)" ] || fail "Section missing"
-[ -n "$(field Description)" ] || fail "Description missing"
-grep -qw libibverbs1 <<<"$(field Recommends)" || fail "Recommends lacks libibverbs1"
-grep -qw libc6 <<<"$(field Depends)" || fail "Depends lacks libc6: $(field Depends)"
-! grep -q libibverbs <<<"$(field Depends)" || fail "Depends names libibverbs (dlopen'ed, Recommends)"
-ok "control: Package $pkg, Version $MESH_VERSION, Depends $(field Depends), Recommends $(field Recommends)"
-dpkg-deb -c "$deb" | indent
-dpkg-deb -x "$deb" "$work/debroot"
-compare_tree "$work/debroot" "usr/" "the .deb's contents"
+field() { dpkg-deb -f "$1" "$2"; }
+for deb in "$lib_deb" "$tools_deb"; do
+  name=$(basename "$deb")
+  ok "$name ($(stat -c %s "$deb") bytes)"
+  dpkg-deb -I "$deb" | indent
+  [ "$(field "$deb" Version)" = "$MESH_VERSION" ] || fail "$name: Version $(field "$deb" Version)"
+  for f in Maintainer Section Description; do
+    [ -n "$(field "$deb" $f)" ] || fail "$name: $f missing"
+  done
+  grep -qw libc6 <<<"$(field "$deb" Depends)" || fail "$name: Depends lacks libc6"
+  ! grep -q libibverbs <<<"$(field "$deb" Depends)" ||
+    fail "$name: Depends names libibverbs (dlopen'ed: Recommends)"
+done
+[ "$(field "$lib_deb" Package)" = "$lib_pkg" ] || fail "Package: $(field "$lib_deb" Package)"
+[ "$(field "$tools_deb" Package)" = "$tools_pkg" ] || fail "Package: $(field "$tools_deb" Package)"
+grep -qw libibverbs1 <<<"$(field "$lib_deb" Recommends)" || fail "$lib_pkg: Recommends lacks libibverbs1"
+grep -q "$lib_pkg (= $MESH_VERSION)" <<<"$(field "$tools_deb" Depends)" ||
+  fail "$tools_pkg: Depends lacks '$lib_pkg (= $MESH_VERSION)': $(field "$tools_deb" Depends)"
+dpkg-deb --ctrl-tarfile "$lib_deb" | tar -xO ./triggers | grep -qx 'activate-noawait ldconfig' ||
+  fail "$lib_pkg: no 'activate-noawait ldconfig' trigger"
+ok "control: $lib_pkg Depends $(field "$lib_deb" Depends), Recommends $(field "$lib_deb" Recommends), ldconfig trigger"
+ok "control: $tools_pkg Depends $(field "$tools_deb" Depends)"
+# The contents: the library in the multiarch folder, the tools in bin (deb-files.txt).
+deb_expected() {
+  sed -e '/^#/d' -e '/^[[:space:]]*$/d' -e "s|@DEBLIBDIR@|$MESH_DEB_LIBDIR|g" \
+      -e "s|@MANEXT@|$MESH_MAN_EXT|g" "$here/deb-files.txt" | LC_ALL=C sort
+}
+dpkg-deb -x "$lib_deb" "$work/debroot"
+dpkg-deb -x "$tools_deb" "$work/debroot"
+if ! diff -u <(deb_expected) <(list_tree "$work/debroot") >"$work/diff"; then
+  echo "    expected (-) vs in the packages (+):"
+  indent <"$work/diff"
+  fail "the .debs' contents differ from tests/install/deb-files.txt"
+fi
+ok "the .debs' contents: $(deb_expected | wc -l) files and symlinks, as in tests/install/deb-files.txt"
+# Hardening and build paths: readelf on every ELF file of the packages.
+for elf in "$work/debroot/usr/$MESH_DEB_LIBDIR/libnccl-net-mesh.so" \
+           "$work"/debroot/usr/bin/nccl-mesh-*; do
+  name=${elf#"$work/debroot"}
+  # Into files first: `grep -q` stops at the first match, and under pipefail readelf's SIGPIPE
+  # would fail the pipeline.
+  readelf -lW "$elf" >"$work/segments.txt"
+  readelf -dW "$elf" >"$work/dynamic.txt"
+  readelf --dyn-syms -W "$elf" >"$work/dynsyms.txt"
+  strings "$elf" >"$work/strings.txt"
+  grep -q GNU_RELRO "$work/segments.txt" || fail "$name: no GNU_RELRO segment"
+  grep -q 'BIND_NOW' "$work/dynamic.txt" || fail "$name: not linked with -z now (no BIND_NOW)"
+  grep -q '__stack_chk_fail' "$work/dynsyms.txt" || fail "$name: no stack protector"
+  grep -q '_chk@' "$work/dynsyms.txt" || fail "$name: no fortified libc calls (_chk)"
+  if grep -qF "$MESH_SOURCE_DIR/" "$work/strings.txt"; then
+    fail "$name embeds the build's source path $MESH_SOURCE_DIR/ (-ffile-prefix-map)"
+  fi
+done
+ok "RELRO, BIND_NOW, __stack_chk_fail, *_chk fortified calls in the plugin and both tools"
+ok "no file of the packages names the source folder $MESH_SOURCE_DIR"
+# Lintian: any error fails the test; every other tag is printed (overrides with their reason).
+set +e
+lintian --pedantic --show-overrides "$lib_deb" "$tools_deb" >"$work/lintian.txt" 2>&1
+rc=$?
+set -e
+grep -v 'running with root privileges' "$work/lintian.txt" | indent || true
+if grep -q '^E: ' "$work/lintian.txt" || [ $rc -ge 2 ]; then
+  fail "lintian reports errors (exit $rc)"
+fi
+ok "lintian $(lintian --version | sed 's/^Lintian v//'): no errors ($(grep -c '^W: ' "$work/lintian.txt") warnings, $(grep -c '^O: ' "$work/lintian.txt") overridden, $(grep -c '^I: ' "$work/lintian.txt") info)"
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "SKIP package round trip: needs root (dpkg -i)"
@@ -240,18 +297,20 @@ lockdir=/run/lock
 [ -d "$lockdir" ] && [ -w "$lockdir" ] || lockdir=/tmp
 exec 9>"$lockdir/nccl-mesh-install-test.lock"
 flock -w 600 9 || fail "another install test holds the dpkg round-trip lock"
-status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-case $status in
-  "" | "unknown ok not-installed" | "deinstall ok not-installed" | "purge ok not-installed") ;;
-  *) fail "package $pkg is already on this machine ($status); remove it (dpkg --purge $pkg) first" ;;
-esac
+for p in "$lib_pkg" "$tools_pkg" nccl-mesh; do # nccl-mesh: the single package of before 0.1.0
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  case $status in
+    "" | "unknown ok not-installed" | "deinstall ok not-installed" | "purge ok not-installed") ;;
+    *) fail "package $p is already on this machine ($status); remove it (dpkg --purge $p) first" ;;
+  esac
+done
 pkg_installed=1
-dpkg_run "$work/dpkg-i.log" -i "$deb"
-dpkg-query -L "$pkg" >"$work/owned.txt"
-ok "installed: $(dpkg-query -W -f='${Package} ${Version} ${Status}' "$pkg"), $(wc -l <"$work/owned.txt") paths"
+dpkg_run "$work/dpkg-i.log" -i "$lib_deb" "$tools_deb"
+{ dpkg-query -L "$lib_pkg"; dpkg-query -L "$tools_pkg"; } >"$work/owned.txt"
+ok "installed: $(dpkg-query -W -f='${Package} ${Version} ${Status}, ' "$lib_pkg" "$tools_pkg")$(wc -l <"$work/owned.txt") paths"
 
-step "d3. the installed package"
-sys_lib=/usr/$MESH_LIBDIR
+step "d3. the installed packages"
+sys_lib=/usr/$MESH_DEB_LIBDIR
 sys_bin=/usr/$MESH_BINDIR
 v=$("$sys_bin/nccl-mesh-doctor" --version)
 [ "$v" = "$MESH_VERSION" ] || fail "$sys_bin/nccl-mesh-doctor --version printed '$v'"
@@ -301,22 +360,41 @@ if [ -f "$page" ] && command -v man >/dev/null; then
 elif ! grep -qs 'path-exclude.*/man' /etc/dpkg/dpkg.cfg.d/*; then
   [ -f "$page" ] || fail "$page not installed"
 fi
-[ -f "/usr/$MESH_DOCDIR/README.md" ] || fail "/usr/$MESH_DOCDIR/README.md not installed"
-ok "/usr/$MESH_DOCDIR/README.md"
-# By name from the system's library path, as NCCL_NET_PLUGIN=mesh finds a system install.
+for f in README.md deploy.md copyright changelog.gz examples/60-nccl-mesh.conf; do
+  if [ ! -f "/usr/share/doc/$lib_pkg/$f" ] && grep -qs 'path-exclude.*/doc' /etc/dpkg/dpkg.cfg.d/*; then
+    echo "    skip: /usr/share/doc/$lib_pkg/$f not installed: dpkg excludes docs on this machine"
+    continue
+  fi
+  [ -f "/usr/share/doc/$lib_pkg/$f" ] || fail "/usr/share/doc/$lib_pkg/$f not installed"
+done
+ok "/usr/share/doc/$lib_pkg: README.md, deploy.md, copyright, changelog.gz, examples/"
+# By name from the system's library path (ld.so's default folders, no LD_LIBRARY_PATH), as
+# NCCL_NET_PLUGIN=mesh finds a system install.
 probe nccl mesh "$sys_lib/libnccl-net-mesh.so" ""
 probe nccl "$sys_lib/libnccl-net-mesh.so" "$sys_lib/libnccl-net-mesh.so" ""
 probe rccl mesh "$sys_lib/librccl-net-mesh.so" ""
+# A WARN of the installed library, printed as NCCL prints it (file:line): the file is the path
+# relative to the source tree, and it exists there.
+out=$(NCCL_MESH_IFNAME=lo "$MESH_PROBE" nccl mesh warn 2>&1) || { indent <<<"$out"; fail "load_probe warn"; }
+line=$(grep '^plugin WARN ' <<<"$out" | head -n 1)
+src_file=$(sed -n 's/^plugin WARN \([^:]*\):[0-9]* .*/\1/p' <<<"$line")
+case $src_file in
+  src/*) [ -f "$MESH_SOURCE_DIR/$src_file" ] || fail "WARN names $src_file, not in $MESH_SOURCE_DIR" ;;
+  *) indent <<<"$out"; fail "the installed library's WARN names '${src_file:-?}', not a src/... path" ;;
+esac
+ok "a WARN of the installed plugin: $line"
 
 step "d4. dpkg -r, dpkg --purge: nothing left"
-dpkg_run "$work/dpkg-r.log" -r "$pkg"
-dpkg_run "$work/dpkg-purge.log" --purge "$pkg"
+dpkg_run "$work/dpkg-r.log" -r "$tools_pkg" "$lib_pkg"
+dpkg_run "$work/dpkg-purge.log" --purge "$tools_pkg" "$lib_pkg"
 pkg_installed=0
-status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-case $status in
-  "" | *not-installed) ;;
-  *) fail "after purge: $pkg is '$status'" ;;
-esac
+for p in "$lib_pkg" "$tools_pkg"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  case $status in
+    "" | *not-installed) ;;
+    *) fail "after purge: $p is '$status'" ;;
+  esac
+done
 left=0
 kept=0
 while read -r p || [ -n "$p" ]; do
@@ -329,5 +407,5 @@ while read -r p || [ -n "$p" ]; do
   echo "    left behind: $p"
   left=$((left + 1))
 done <"$work/owned.txt"
-[ $left -eq 0 ] || fail "$left path(s) of the package left after dpkg --purge"
-ok "every file and folder of the package is gone ($kept shared folders stay)"
+[ $left -eq 0 ] || fail "$left path(s) of the packages left after dpkg --purge"
+ok "every file and folder of the packages is gone ($kept shared folders stay)"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* load_probe: opens the nccl-mesh plugin the way NCCL or RCCL does and makes the first calls a
  * communicator makes, to check an installed copy (tests/install/install_test.sh).
  *
@@ -5,6 +6,11 @@
  *                           that fails and VALUE has no '/' and is not lib*.so,
  *                           dlopen("libnccl-net-VALUE.so")
  *   load_probe rccl VALUE   as RCCL: the same with dlopen("librccl-net-VALUE.so")
+ *   load_probe nccl|rccl VALUE warn
+ *                           also asks for the properties of a device that does not exist, so
+ *                           the plugin logs one WARN through the logger (printed with NCCL's
+ *                           file:line): the installed library must name its source file
+ *                           relative to the source tree (-ffile-prefix-map)
  *
  * Both use RTLD_NOW | RTLD_LOCAL, as NCCL does. Then: ncclNetPlugin_v11, _v10, _v9 and _v8 must
  * all be exported with the name "Mesh"; v11's init() gets a real (no-op) logger, devices() must
@@ -34,8 +40,10 @@ typedef struct {
   result_t (*init)(void** ctx, uint64_t commId, comm_config_t* config, logger_t logFunction,
                    void* profFunction);
   result_t (*devices)(int* ndev);
-  /* getProperties .. makeVDevice: 17 members the probe does not call */
-  unused_fn_t unused[17];
+  /* The properties struct is not declared here: the call fails before writing to it. */
+  result_t (*getProperties)(int dev, void* props);
+  /* listen .. makeVDevice: 16 members the probe does not call */
+  unused_fn_t unused[16];
   result_t (*finalize)(void* ctx);
 } net_v11_t;
 
@@ -77,8 +85,9 @@ static int is_lib_so(const char* v) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (strcmp(argv[1], "nccl") != 0 && strcmp(argv[1], "rccl") != 0)) {
-    fprintf(stderr, "usage: %s nccl|rccl NCCL_NET_PLUGIN-value\n", argv[0]);
+  if ((argc != 3 && !(argc == 4 && strcmp(argv[3], "warn") == 0)) ||
+      (strcmp(argv[1], "nccl") != 0 && strcmp(argv[1], "rccl") != 0)) {
+    fprintf(stderr, "usage: %s nccl|rccl NCCL_NET_PLUGIN-value [warn]\n", argv[0]);
     return 2;
   }
   const int rccl = strcmp(argv[1], "rccl") == 0;
@@ -123,6 +132,17 @@ int main(int argc, char** argv) {
   if (rc != 0 || ndev < 1) {
     printf("FAIL: devices returned %d with %d device(s)\n", rc, ndev);
     return 1;
+  }
+  if (argc == 4) {
+    /* ncclInvalidArgument (4) and exactly one WARN. */
+    static char props[4096];
+    const int before = g_warnings;
+    rc = net->getProperties(ndev, props);
+    printf("getProperties(%d)=%d, %d WARN(s)\n", ndev, rc, g_warnings - before);
+    if (rc != 4 || g_warnings != before + 1) {
+      printf("FAIL: getProperties of device %d: want ncclInvalidArgument and one WARN\n", ndev);
+      return 1;
+    }
   }
   rc = net->finalize(ctx);
   if (rc != 0) {

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The hand-written manual page of a tool describes every option of its --help (as a .TP item)
 # and names no option that --help lacks:
 #   tests/install/man_covers_help.sh PATH/TO/TOOL docs/man/TOOL.1.in

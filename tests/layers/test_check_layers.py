@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """scripts/check-layers.py: the tree passes, and each kind of upward include fails it."""
 import pathlib
 import subprocess

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The namespace test cases. Run one with:  cases.py --build BUILD_DIR [--prefix nm-X-] CASE
 (run-all.sh runs them all and always tears down). `cases.py --list` names them.
 
@@ -51,6 +52,10 @@ FLOOD_WINDOW = 5.0       # s of each throughput window in fault-flood (before, d
 FLOOD_MIN_RATIO = 0.1    # throughput during the flood / before it: below this the flood starved
                          # the stream (a functional failure); the ratio itself is measured and
                          # printed (FLOOD throughput ratio), not held to a performance bar
+# Throughput before and after a fault or during a flood is measured and printed (its ratio goes
+# into docs/reliability.md), never asserted: on 2 shared cores it swings by 2x (issue 29: a
+# 0.46 vs 0.5 failure). The functional check is that the other transfer keeps moving bytes and
+# finishes verified; how fast belongs in the benchmarks (measure.py, the bench).
 FLOOD_HALF_OPEN = 50     # half-open sockets the flood holds per target (cap is 256 per process)
 FLOOD_GARBAGE_PER_S = 20  # garbage connections a second, over all targets
 HS_PORT = 29700          # NCCL_MESH_HANDSHAKE_PORT of the flood cases' jobs (+0, +1, +2)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Floods nccl-mesh handshake ports, for the namespace test fault-flood (run inside a host with
 `ip netns exec`). Standard library only.
 

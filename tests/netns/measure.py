@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Measurements on namespace meshes, printed as markdown (run through measure.sh, as root):
   1. per-cable byte shares: each pair of the triangle, and the dual-link pair's two rails;
   2. bandwidth of one pair over one cable, plugin vs plain TCP over the same veth (the bench

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Per-cable byte shares (triangle, dual-link) and plugin-vs-TCP bandwidth over one veth, as a
 # markdown table on stdout (progress on stderr). Needs root.  Usage: measure.sh BUILD_DIR
 set -u

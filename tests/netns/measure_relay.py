@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Relayed vs direct bandwidth and per-cable shares on ring4 and line5, as markdown tables for
 docs/measurements.md (issue 18). Needs root; tears its topologies down.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """mesh-topo: build switchless meshes of network namespaces on one machine.
 
 Every host is a network namespace named PREFIX+HOST. A management network (one bridge in the

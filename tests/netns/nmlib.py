@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the namespace tests: run nccl-mesh-bench ranks inside hosts, diff counters,
 soft assertions. Used by cases.py and measure.py."""
 

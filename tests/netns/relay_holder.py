@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Keeps a host's relay agent alive for a namespace test: loads the plugin, calls its
 ncclNetPlugin_v11 init (which starts the handshake service and the relay agent), waits until
 stdin closes or SIGTERM arrives, then calls finalize (which stops both threads before the

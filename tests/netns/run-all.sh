@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the namespace mesh tests against a build. Needs root (network namespaces).
 #   tests/netns/run-all.sh BUILD_DIR [CASE...]      (default: every case; `cases.py --list`)
 # Environment: MESH_TOPO_PREFIX (namespace prefix, default nm-<pid>-), CASE_TIMEOUT (seconds per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Soak test: N cycles of listen / connect / accept / transfer / close in one process through
 // the v11 table, the way NCCL drives it. After a warm-up, the number of open file descriptors
 // and threads must return to the same value after every cycle, and RSS must not grow by more

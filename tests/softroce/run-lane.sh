@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run-lane.sh - the Soft-RoCE lane, host side: runs the conformance suite and a bandwidth check
 # of a built plugin over RDMA (rdma_rxe) inside a qemu TCG VM (tests/softroce/run-softroce.sh).
 #

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Origin: the team's shared Soft-RoCE recipe, shared/tools/softroce/run-softroce.sh (its README
-# lists the traps), copied into nccl-mesh for the softroce CI lane (tests/softroce/run-lane.sh).
+# SPDX-License-Identifier: Apache-2.0
+# Origin: the team's Soft-RoCE VM recipe (its traps are listed in tests/softroce/README.md),
+# copied into nccl-mesh for the softroce CI lane (tests/softroce/run-lane.sh).
 # Changes from the recipe:
 #   - `-e NAME=VALUE` exports a variable to the guest command (repeatable);
 #   - apt-get output goes to $SOFTROCE_LAB/apt.log (a CI log keeps only the one-line summary);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake service's admission policy for unauthenticated sockets (admission_queue.h):
 // the pending cap, the per-source share, the eviction victim and the arrival order that the
 // no-hello deadline follows. End to end the same policy is driven by the conformance flood test

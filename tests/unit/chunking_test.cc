@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // choose_parts and part_range: how a message is spread over a connection's data sockets.
 #include "transport/tcp/chunking.h"
 

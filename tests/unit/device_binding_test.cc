@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // decide_device_binding and the fix texts over synthetic address tables (issue 16: the two
 // PCIe halves of a DGX Spark port, addressed in one subnet).
 #include "util/device_binding.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The emulated topology's address plan: which ranks share a subnet in a ring of 4 and a line of
 // 4 (checked with the plugin's own rail choice), and the NCCL_MESH_EMULATE parser.
 #include "topology/emulated_mesh.h"

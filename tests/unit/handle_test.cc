@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 128-byte connection handle: encode/decode round trips and rejection of corrupted input.
 #include "handshake/handle.h"
 

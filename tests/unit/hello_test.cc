@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake hello every socket of a connection opens with, and the listener's reply.
 #include "handshake/hello.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IfnameFilter: NCCL_SOCKET_IFNAME syntax for NCCL_MESH_IFNAME.
 #include "topology/ifname_filter.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // read_sysfs_attributes over a synthetic sysfs tree, and discover_interfaces on this machine.
 #include "topology/interface.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mesh::netmask, in_subnet, prefix_from_netmask, parse_ipv4 and format_ipv4/format_prefix.
 #include "util/ipv4.h"
 

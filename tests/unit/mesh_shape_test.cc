@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cable counting for the tuner and the host order that makes NCCL's ring follow the cables.
 #include "topology/mesh_shape.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA transport's wire formats and arithmetic: the setup message exchanged in the
 // handshake (peer-supplied: every field validated), the clear-to-send entry the receiver's NIC
 // writes into the sender's ring, and the split of a message over the QPs.

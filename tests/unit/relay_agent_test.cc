@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay agent over loopback: three agents of an emulated line (NCCL_MESH_EMULATE addresses,
 // 127.77.x.y/30) discover each other, route, relay a socket to a "handshake port" two cables
 // away with the bytes intact, and answer hostile or unroutable requests with the right status.

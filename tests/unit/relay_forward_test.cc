@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA relay's setup phase against hostile or impossible input (transport/rdma/
 // relay_forward.h): whatever the connector sends, the forward answers the relay request "ok",
 // then refuses with a hello reply (malformed hello or setup, no RDMA here, a connector that

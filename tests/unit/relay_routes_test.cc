@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routes over the cable graph (relay/routes.h) and the link-state table the beacons feed
 // (relay/link_state.h): ring of 4 (two equal-cost paths), line of 5 (3 relays), a disconnected
 // graph (the error names what is missing), pins, expiry of dead hosts and cut cables.

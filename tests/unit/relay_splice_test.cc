@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay agent's splicer (relay/splice.h) over socketpairs: bytes intact and in order both
 // ways, the bounded buffer (a receiver that does not read stops the splice reading), EOF passed
 // on, and an error resetting both ends.

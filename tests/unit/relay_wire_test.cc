@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay agents' wire formats: beacons (relay/beacon.h) and the relay request and reply
 // (relay/request.h), including hostile input: every byte comes from the network.
 #include <gtest/gtest.h>

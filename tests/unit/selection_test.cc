@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // select_interfaces, group_devices and choose_rails over synthetic interface tables.
 #include "topology/selection.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake service when the process runs out of file descriptors (issue 14, defect 5):
 // accept4 then fails with EMFILE while connections wait in the listen backlog. The service must
 // stay near idle instead of spinning on its level-triggered listener (which also held the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake service's port (Service::start): a free one when none is fixed, and a fixed
 // NCCL_MESH_HANDSHAKE_PORT that another rank on the host already holds fails with a reason that
 // says so and what to do (issue 14: several ranks per host with a fixed port).

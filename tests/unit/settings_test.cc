@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // parse_setting, load_settings and setting_table: every NCCL_MESH_* setting.
 #include "util/settings.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The TCP data path's movers: DataStream (a non-blocking data socket and its queued parts) moved
 // by the caller, and IoThread (one thread of the per-process pool) moving several streams, with
 // the sleep/wake hand-shake that must never lose a queued part.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What both transports share (transport/): the failure latch, the request helpers, the
 // connection factory's TCP path and the capability query; and TCP's stream plan.
 #include <gtest/gtest.h>

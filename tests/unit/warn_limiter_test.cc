@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rate limit of the handshake service's WARNs about other hosts' sockets (a clock in ms is
 // passed in, so every window boundary is exact).
 #include "handshake/warn_limiter.h"

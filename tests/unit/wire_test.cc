@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 16-byte per-message header on the control socket.
 #include "transport/tcp/wire.h"
 

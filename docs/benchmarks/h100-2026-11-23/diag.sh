@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Diagnostic runs: where does Mesh's busbw top out on the H100 machine?
 set -u
 C=$(cd "$(dirname "$0")" && pwd)

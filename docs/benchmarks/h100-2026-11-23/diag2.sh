@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # 3-4 ranks: the transport's own ceiling on this machine (no GPU) next to NCCL's numbers.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # 4 ranks: test() without a syscall per poll (new) vs before (prev), interleaved, CPU use
 # sampled during one run; then the full gpu-e2e run of the new build.
 set -u

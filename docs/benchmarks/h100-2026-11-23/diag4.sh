@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The host's own ceilings on the GPU machine: memory copy bandwidth by thread count, and the
 # plugin alone (no GPU) streaming between every ordered pair of 2 and 4 ranks at once.
 C=$(cd "$(dirname "$0")" && pwd)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Interleaved A/B of the round-robin stream placement: dffb6e1 (before) vs final, same machine.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host memory copy bandwidth with T threads (each copies its own 256 MiB buffer for ~2 s).
 #include <chrono>
 #include <cstdio>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Full gpu-e2e run, then a repeat of the large-size benchmark (run-to-run spread).
 C=$(cd "$(dirname "$0")" && pwd)
 O=${1:?out}

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Everything one rank holds while it runs: the loaded plugin, its connections to every peer
 // (plugin send/recv comms and the TCP baseline socket), the rendezvous, and the counters that
 // decide the exit code. setup() builds it, teardown() closes it in the order NCCL would.

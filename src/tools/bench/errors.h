@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failures and exit codes. Every failure is an exception carrying its exit code and the one line
 // main() prints, so a deep wait loop can stop the whole rank without threading error codes up.
 //

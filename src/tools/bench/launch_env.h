@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a multi-host rank learns who it is: --rank/--nranks, or the environment a launcher sets
 // (Open MPI, PMI-based MPIs/hydra, Slurm). Pure functions over a getenv-like callback so the
 // unit test can feed any environment.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Local mode: this process becomes a small launcher. It creates the rendezvous socket on
 // 127.0.0.1 (so there is no race for a port), sets NCCL_MESH_IFNAME=lo, and fork+execs its own
 // binary once per rank with the same arguments plus hidden --local-* options. Rank 0 inherits

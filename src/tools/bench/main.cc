@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nccl-mesh-bench: see --help (options.cc) for what it measures and how to run it.
 //
 // One binary, three roles: the local launcher (no arguments), a rank it spawned

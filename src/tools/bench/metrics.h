@@ -1,5 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bandwidth arithmetic shared by the patterns and the report. GB/s means 1e9 bytes per second
-// (like nccl-tests and the baselines in shared/reference/baselines.md), not GiB/s.
+// (like nccl-tests' algbw and busbw columns), not GiB/s.
 #pragma once
 
 #include <cstdint>

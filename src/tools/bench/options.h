@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command line of nccl-mesh-bench (CLI11). Everything the tool does is documented in --help.
 #pragma once
 

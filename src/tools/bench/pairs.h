@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Point-to-point pattern: every ordered pair (or every pair both ways with --bidir), one pair at
 // a time, every size, measured over the plugin and over each baseline by the same two processes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pairs pattern over the plugin: windowed bandwidth, bidirectional bandwidth, ping-pong.
 #include <fmt/format.h>
 

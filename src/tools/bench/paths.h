@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which cable the TCP baseline uses to a peer: the same answer the plugin computes, from the same
 // core code (interface discovery, the NCCL_MESH_IFNAME filter, interface selection, device
 // grouping and choose_rails). The baseline takes the first rail, the one the plugin prefers for

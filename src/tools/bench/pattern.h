@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data patterns for --verify. Every byte of a message is a function of (sender rank, message
 // index, byte offset), so a byte that lands in the wrong message, at the wrong offset, from the
 // wrong sender, or that is simply stale (the buffer still holds an earlier message) is caught.

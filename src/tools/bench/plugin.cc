@@ -1,9 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plugin.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -14,11 +16,14 @@
 #include "errors.h"
 #include "wait.h"
 
-#ifndef MESH_BENCH_BUILD_PLUGIN
-#define MESH_BENCH_BUILD_PLUGIN ""
+#ifndef MESH_BENCH_BUILD_PLUGIN_REL
+#define MESH_BENCH_BUILD_PLUGIN_REL ""
 #endif
 #ifndef MESH_BENCH_INSTALL_LIBDIR
 #define MESH_BENCH_INSTALL_LIBDIR "lib"
+#endif
+#ifndef MESH_BENCH_DEB_LIBDIR
+#define MESH_BENCH_DEB_LIBDIR "lib"
 #endif
 
 namespace mesh::bench {
@@ -91,11 +96,19 @@ std::vector<std::string> default_plugin_candidates() {
   std::vector<std::string> out;
   const std::string dir = exe_dir();
   if (!dir.empty()) {
-    out.push_back(dir + "/../" MESH_BENCH_INSTALL_LIBDIR "/" + kPluginFile);
-    const std::string lib = dir + "/../lib/" + kPluginFile;
-    if (lib != out.back()) out.push_back(lib);
+    // The install tree's folder, the Debian package's (/usr/lib/<triplet>), then plain lib/.
+    for (const std::string& sub : {std::string(MESH_BENCH_INSTALL_LIBDIR),
+                                   std::string(MESH_BENCH_DEB_LIBDIR), std::string("lib")}) {
+      const std::string path = dir + "/../" + sub + "/" + kPluginFile;
+      if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+    }
   }
-  if (std::strlen(MESH_BENCH_BUILD_PLUGIN) > 0) out.push_back(MESH_BENCH_BUILD_PLUGIN);
+  // The build tree: the plugin's folder relative to the bench's (src/tools/bench -> top).
+  if (!dir.empty() && std::strlen(MESH_BENCH_BUILD_PLUGIN_REL) > 0) {
+    out.push_back((std::filesystem::path(dir) / MESH_BENCH_BUILD_PLUGIN_REL / kPluginFile)
+                      .lexically_normal()
+                      .string());
+  }
   return out;
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin as NCCL sees it: dlopen(RTLD_NOW | RTLD_LOCAL) of the .so, dlsym of
 // ncclNetPlugin_v11, and calls through that table only. Every call is checked; a non-success
 // result becomes the "ERROR rank R peer P: <call> returned <code>" failure (exit code 3).

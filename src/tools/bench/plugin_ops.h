@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Windowed traffic over the plugin, shaped like NCCL's proxy: up to `window` requests in flight
 // per direction, posted in order, tested oldest first, and a NULL request from isend/irecv just
 // means "try again on the next pass". poll() never blocks, so one thread can drive several

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What this process (one rank) spends: CPU time and context switches (getrusage), and how many
 // threads it runs (/proc/self/task). The pairs pattern samples it around every transport's run
 // of a row, so each row says what a byte costs in CPU and wake-ups, not only how fast it moved.

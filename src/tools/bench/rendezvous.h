@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bench's own out-of-band channel (NCCL's bootstrap plays this role for the plugin): rank 0
 // listens on --rendezvous IP:PORT, every other rank connects to it (retrying until --timeout
 // while rank 0 is still starting), and all collective traffic is star-shaped through rank 0.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Results: the rows every rank measures, gathered on rank 0, printed as a table on stdout and
 // written as JSON, CSV and a gnuplot PNG on request.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ring all-reduce of float32 host buffers across all ranks: reduce-scatter then all-gather,
 // 2(N-1) steps, each sending one chunk (1/N of the data) to the next rank while receiving one
 // from the previous rank. Over the plugin a step is pipelined in --slice-bytes messages with a

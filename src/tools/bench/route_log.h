@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The route each plugin connection took, read from the plugin's own log lines: the bench's
 // logger (the one it hands to init(), as NCCL does) keeps every line logged while a connect()
 // or accept() call runs on the bench's thread, whatever NCCL_DEBUG says. The plugin logs, in

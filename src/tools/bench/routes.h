@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "Visible" (docs/relay.md): the route every plugin connection of this run took and the bytes
 // each mesh cable of each rank carried during the measurement. Each rank reports its own (the
 // connections' routes parsed from the plugin's log lines, its interfaces' counter deltas); rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection setup, in the order NCCL does it: listen on every peer's behalf, ship the handles
 // out of band (our rendezvous = NCCL's bootstrap), then drive every connect() and accept() in one
 // non-blocking loop - a blocking or ordered setup would deadlock the ranks against each other.

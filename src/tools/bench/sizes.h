@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Message sizes: parsing "64K"/"1G" style arguments, the power-of-two sweep, and how many
 // iterations and in-flight buffers one size gets. Pure functions, unit-tested.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plain TCP socket helpers for the rendezvous and the TCP baseline. Sockets stay blocking (the
 // baseline is meant to be the simplest possible TCP: whole-message send()/recv()), but carry a
 // 100 ms SO_SNDTIMEO/SO_RCVTIMEO so that a blocked call comes back regularly to its Waiter:

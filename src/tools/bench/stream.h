@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --duration: every rank streams messages of one size to every other rank and receives theirs,
 // all at once, for a fixed time - the load for fault-injection runs (pull a cable, expect
 // "ERROR rank R peer P: <call> returned <code> after <seconds> s" and exit code 3, never a hang).

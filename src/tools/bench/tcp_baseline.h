@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plain TCP baseline: the same bytes between the same two processes over one TCP socket per
 // pair, opened along the cable the plugin's topology code picks (see paths.h, setup.cc).
 // One direction: blocking send()/recv() of whole messages, the socket buffers being the only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Waiting without hanging. Every spin loop in the bench (plugin test() loops, connection setup,
 // TCP sockets, the rendezvous) owns a Waiter: when nothing has progressed for --timeout seconds
 // it throws a TIMEOUT error naming what it was waiting for, and every 100 ms it asks the

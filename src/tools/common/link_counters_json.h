@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One JSON form of an interface's byte counters (topology/link_counters.h) for both tools:
 // nccl-mesh-bench's "cables" (deltas during a run) and nccl-mesh-doctor's
 // "interfaces[].counters" (counters now). Unknown values are null.

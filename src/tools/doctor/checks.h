@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The doctor's checks. Each is a pure function of the inventory (and, for peer checks, of the
 // peer map and probe results) and returns findings: a verdict, what it is about, what was
 // found and one concrete line that fixes it. A check that finds nothing wrong returns one "ok"

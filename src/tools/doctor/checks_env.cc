@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks of the environment NCCL and the plugin read: anything that would make NCCL bypass the
 // plugin, and NCCL_MESH_* values the plugin would reject.
 #include <strings.h>

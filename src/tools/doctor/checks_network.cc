@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks of the IP layer: usable interfaces, addresses, subnets, MTU, reverse-path filtering.
 #include <algorithm>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks that need the peers: a cable to each, and (after --probe) reachability, MTU and
 // netmask agreement of the two ends of every cable.
 #include <algorithm>

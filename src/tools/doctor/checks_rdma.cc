@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks of the RDMA stack: GID per address, rdma-core and device nodes, the GPU-direct path.
 #include <algorithm>
 #include <map>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fills an Inventory from the running machine: getifaddrs and sysfs through the plugin's own
 // discovery, /proc/sys for sysctls, the process environment, loaded modules, and whether
 // rdma-core's libibverbs can be loaded. Read-only: nothing is changed on the machine.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host order that makes NCCL's ring follow the cables: NCCL joins host i to host i+1 and the
 // last to the first (one GPU per host: hosts numbered by their first rank), so launching ranks in
 // this order puts every ring neighbour on a cable. Built from the mesh map: this host's cables

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Everything nccl-mesh-doctor knows about the local machine, as plain data. gather.cc fills it
 // from the running system; unit tests build synthetic ones. Every check is a pure function of
 // an Inventory (and of peer results), so each check is testable without the hardware it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nccl-mesh-doctor: inventory and checks of one host of a switchless mesh (default), the mesh
 // map and cable probes (--peers/--hosts [--probe]), or the probe responder (--serve).
 #include <unistd.h>

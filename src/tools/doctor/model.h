@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the plugin would make of an Inventory: which interfaces it uses (and why not the others),
 // the NCCL devices it exposes, and the GID each RDMA-backed address would use. Computed with the
 // plugin's own topology functions, so the doctor cannot disagree with the plugin.

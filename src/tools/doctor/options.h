@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command line of nccl-mesh-doctor (CLI11). --help prints a man-page-style description.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Peer mode: which local interface (cable) reaches each peer, which peers have no cable, and
 // what each peer reported about itself when probed. The routing is the plugin's choose_rails
 // over the interfaces the plugin would use, so the map shows the paths connect() would take.

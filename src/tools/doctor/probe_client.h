@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `nccl-mesh-doctor --probe`: measures one cable against the peer's --serve instance. Every
 // connection is bound to the local address of the cable, so the numbers are that cable's.
 #pragma once

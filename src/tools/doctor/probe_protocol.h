@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wire format between `nccl-mesh-doctor --probe` and `nccl-mesh-doctor --serve`. One TCP
 // connection per operation; the client's first 12 bytes are the request:
 //   u32 magic "MDR1" | u8 version (1) | u8 op | u16 reserved (0) | u32 arg     (big-endian)

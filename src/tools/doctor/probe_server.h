@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `nccl-mesh-doctor --serve`: answers the probes of other hosts' doctors. It listens only on the
 // addresses the plugin would use (the cables), answers INFO with this host's interface list,
 // echoes pings, and sinks or sources data for a bounded time. No state outlives a connection.

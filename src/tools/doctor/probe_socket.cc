@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/doctor/probe_socket.h"
 
 #include <arpa/inet.h>

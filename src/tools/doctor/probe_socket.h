@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TCP socket helpers of the probe client and server (on top of util/socket_util).
 #pragma once
 

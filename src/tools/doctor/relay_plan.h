@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the plugin would reach each peer that has no cable to this host: relayed through which
 // hosts, or not at all (the cable graph is disconnected). Computed with the relay layer's own
 // route search (relay/routes.h) over what the doctor knows of the mesh: this host's interfaces,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The doctor's output: a human-readable report (default) or one JSON document (--json), both
 // made from the same data.
 #pragma once

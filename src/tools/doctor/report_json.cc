@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The --json report: the same content as the text report, as one document for scripts.
 #include "tools/common/link_counters_json.h"
 #include "tools/doctor/host_order.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The human-readable report: inventory tables, the plugin's choices, the mesh map, then every
 // check with its verdict and fix.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Draining a QP's completion queue, and the words of a failed completion: shared by the direct
 // comm, the relayed sender and the relay's forwarder, so each reads one loop and a user reads
 // one wording.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RDMA devices as the transport uses them: which RDMA port (and GID) serves each mesh
 // interface, and the opened devices (verbs context, protection domain, registration cache,
 // async-event thread). Devices are opened on first use and closed when the plugin shuts down.

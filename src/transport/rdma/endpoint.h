@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA half of a connection while it is being set up: its queue pairs (one or more per
 // cable) and its clear-to-send memory. The connector builds one in connect() and ships
 // local_setup() in its hello; the listener's handshake service builds one from the connector's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One RC queue pair with its own completion queue, on the RDMA port of one cable.
 // Created in INIT before the handshake (its number and PSN travel in the setup message), moved
 // to RTR/RTS once the peer's numbers are known.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A send or receive comm over RDMA (RoCE v2 or InfiniBand), NCCL-IB style:
 //  - irecv writes a clear-to-send entry (buffer address, capacity, rkeys) into the sender's ring
 //    with one inline RDMA WRITE on QP 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/rdma/rdma_memory.h"
 
 #include <sys/socket.h>

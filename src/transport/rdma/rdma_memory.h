@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an RDMA comm keeps for one of NCCL's registrations (MemoryRegion::transport), shared by
 // the direct comm (rdma_connection.h) and the relayed sender (relay_send_connection.h): the
 // keys per QP of the comm (QPs on one device share one registration).

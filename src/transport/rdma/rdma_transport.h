@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA transport as the orchestrator (plugin/) sees it: which mesh interfaces have a
 // usable RDMA port, the opened verbs devices, and the policy built on them: what memory an
 // NCCL device can take, which rails to a peer can carry RDMA, and both halves of a

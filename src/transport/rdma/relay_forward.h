@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One connection relayed over RDMA, on the relay host (docs/relay.md, "RDMA relay"): the
 // connector's QPs write chunks into this host's staging slots, and this host writes each chunk
 // on to the destination's posted buffer with the ordinary protocol (wire.h 2., 3., 5.).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay host's RDMA forwarding thread (docs/relay.md, "RDMA relay"): the relay agent
 // (relay/agent.h) hands over each RDMA-relayed connection's two sockets once it has connected
 // to the destination; this thread runs every RelayForward's setup and data path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The send comm of a connection relayed over RDMA (docs/relay.md, "RDMA relay"): this host has
 // no cable to the peer, so its QPs go to a neighbour's relay, which forwards every chunk to the
 // peer with the ordinary protocol (the peer's receive comm is a plain RdmaConnection).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libibverbs loaded at run time: the plugin links nothing from rdma-core, so the same .so loads
 // and runs over TCP on machines without it. Only the entry points that are real exported
 // functions are resolved here; the data-path calls (ibv_post_send, ibv_post_recv, ibv_poll_cq)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What two RDMA endpoints tell each other, and the arithmetic both sides must agree on.
 //
 // 1. Setup message (handshake extension, big-endian). The connector (always the sender: NCCL's

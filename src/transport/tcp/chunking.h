@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a message is spread over a connection's data sockets. Both ends compute the split from
 // the header the sender writes (size, number of parts), so no per-chunk headers are needed.
 #pragma once

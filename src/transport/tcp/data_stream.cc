@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/tcp/data_stream.h"
 
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One data socket of a TCP connection and the queue of message parts it carries. The socket is
 // non-blocking and is moved by whichever thread owns the connection's data path (io_pool.h):
 // NCCL's own progress thread inside isend/irecv/test on small machines (one kernel copy per

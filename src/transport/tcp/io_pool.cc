@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/tcp/io_pool.h"
 
 #include <pthread.h>
@@ -99,7 +100,11 @@ void IoThread::run() {
   pthread_setname_np(pthread_self(), name);
   epoll_event events[64];
   while (!stop_.load(std::memory_order_relaxed)) {
-    work_.store(false, std::memory_order_seq_cst);
+    // An exchange, not a store: when a notify()'s work_ = true is the value cleared here, this
+    // read-modify-write synchronizes with it, so pump_all() below sees every part pushed before
+    // that notify(). A plain store gives no such edge in C++'s model (x86 and ARMv8 hardware
+    // happen to order it; other weak architectures and the compiler need not).
+    (void)work_.exchange(false, std::memory_order_seq_cst);
     if (pump_all()) continue;  // something moved: go round again before sleeping
     // Announce the sleep, then look for work queued since the pass (Dekker with notify()): a
     // push after this point sees sleeping_ and writes the eventfd.

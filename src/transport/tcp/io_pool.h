@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The process-wide pool of TCP I/O threads, for machines where one core cannot fill the link.
 //
 // Why a pool and not a thread per socket: a rank's threads must not grow with its connections

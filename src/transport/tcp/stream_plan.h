@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How many data sockets a TCP connection opens: the connector decides and announces the
 // count in its hellos (the listener takes what arrives).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A send or receive comm over TCP: one non-blocking control socket driven by NCCL's own
 // progress thread (headers and small messages inline: no thread hand-off, lowest latency) and
 // several non-blocking data sockets that carry large messages in parallel. Who moves the data

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-message header on a TCP connection's control socket (16 bytes, big-endian):
 //   [0] u32 sequence number (0, 1, 2, ... per connection: detects a desynchronised stream)
 //   [4] u16 flags (kInline: the payload follows the header on the control socket)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An application that exits without destroying its communicators: NCCL's proxy thread is still
 // inside isend/irecv/test while the process runs its static destructors. The plugin must not
 // free what that thread is using (it did before: the exit hook deleted every comm).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Times one plugin call and tells "the call took long" apart from "the machine was busy". The
 // suite runs on shared 2-core machines where a thread can sit preempted for hundreds of
 // milliseconds; that is not the plugin's fault. The kernel's per-thread schedstat says how long the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Process environment every process of the suite sets before it loads the plugin.
 #pragma once
 

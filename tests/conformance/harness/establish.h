@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection setup the way NCCL's proxy service thread does it: listen never blocks; connect and
 // accept are re-called (connect with the same handle buffer every time) until they hand out a
 // comm; closeListen follows a successful accept at once. All pending connects and accepts of one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The logger the suite hands to the plugin's init: it records every WARN line so a test can assert
 // that a failure was reported to the user, not only returned as an error code.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Message contents. Every message gets its own key (from the flow's seed and the message index),
 // and every 8-byte word of it a value derived from the key and the word's position, so a byte that
 // arrives in the wrong message, at the wrong offset or not at all is caught by verify_pattern.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test process's handle on its peer process: spawns mesh_conformance_peer (posix_spawn, i.e.
 // fork+exec with nothing run in between, safe while plugin threads exist), sends it requests over
 // the control socketpair and reaps it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loads the plugin the way NCCL does (dlopen RTLD_NOW|RTLD_LOCAL, dlsym of ncclNetPlugin_vN) and
 // wraps each exported ABI version behind one C++ interface, so every test is written once and run
 // against v6 ... v12. The adapters reproduce what NCCL's own per-version shims do (int sizes for

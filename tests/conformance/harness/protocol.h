@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Requests the test process sends its peer, and the peer's replies. Each request is answered by
 // exactly one reply, in order. Long requests (establish, transfer) run while the test process
 // drives its own side, so both sides progress at once just as two NCCL ranks do.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's types for each ncclNet ABI version, by version number: the table, its properties and
 // (v11+) its communicator config. Shared by the harness's per-version adapters and the loader
 // probe, which both drive every table v6..v12 through one template.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Wall-clock bounds used by the suite. Every bound that a slow machine could hit is multiplied by
 // kSlowdown under sanitizers, so the ASan and TSan lanes test the same behaviour as the plain one
 // instead of failing on speed, and by MESH_CONF_TIME_SCALE (env.h) on slow machines.

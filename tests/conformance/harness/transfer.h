@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data transfer the way NCCL's proxy progress thread does it: per connection, post isend/irecv
 // (re-posting when the plugin answers *request == NULL), test only the oldest outstanding request,
 // never test a request again after done. Every message is checked byte for byte on arrival. Many

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Framing and field encoding for the out-of-band channel between the test and its peer process
 // (the suite's stand-in for NCCL's bootstrap): length-prefixed frames over a socketpair.
 #pragma once

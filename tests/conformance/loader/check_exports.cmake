@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DNM=nm -DLIB=libnccl-net-mesh.so -P check_exports.cmake
 # Fails unless `nm -D --defined-only` lists ncclNetPlugin_v6 ... _v12 and ncclTunerPlugin_v3 ...
 # _v5 (NCCL loads the tuner from the net plugin's library), ncclGinPlugin_v11 ... _v13 and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How NCCL and RCCL find and open a net plugin, reproduced for the loader test (NCCL 2.28-2.30
 // src/plugin/net.cc and plugin_open.cc; RCCL's copy with the "librccl-net" prefix):
 //  - NCCL_NET_PLUGIN unset: one entry, "<prefix>.so". "none" (any case): no entry. Otherwise a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin as NCCL and RCCL find it: each case prepares a directory of names (symlinks to the
 // built plugin) and an environment, and runs mesh_loader_probe in a fresh process, which resolves
 // NCCL_NET_PLUGIN exactly as the chosen loader does (loader_emulation.h) and checks what it loaded

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mesh_loader_probe: finds and opens a net plugin as NCCL 2.28, NCCL 2.30 or RCCL would
 // (loader_emulation.h), from this process's NCCL_NET_PLUGIN, NCCL_NET and library search path,
 // then checks the table the loader picked, and with --check-all every table v6..v12

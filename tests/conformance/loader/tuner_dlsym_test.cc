@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner tables as NCCL 2.28.9 finds them (src/plugin/tuner.cc): dlopen the net plugin's
 // library, dlsym ncclTunerPlugin_v5 (then _v4, _v3), init per communicator, getCollInfo on a cost
 // table, finalize. Run with NCCL_MESH_EMULATE=ring:4:0 (set by CTest), so this process is rank 0

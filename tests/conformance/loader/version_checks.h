@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the loader test asserts of every table a library exports, as NCCL or RCCL would meet it
 // right after loading: the name is "Mesh"; init, devices and getProperties work; a loopback
 // connection can be made through listen/connect/accept; and connect/accept never write through the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mesh_conformance_peer: the second rank of the conformance suite. It loads the plugin in its own
 // process, as another NCCL rank would, and executes the test process's requests (listen,
 // connect/accept, transfers, close, finalize) arriving over the control socket on fd 3.

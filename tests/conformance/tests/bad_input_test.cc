@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile or broken input from the network side: handles that are corrupt or forged, and raw TCP
 // garbage aimed at a listener's handshake port. Each must end in an error (or be dropped by the
 // listener), and must leave the process and its good connections working.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A cable that goes dark mid-transfer while both processes stay alive: nothing closes the
 // sockets, so only the transport's own timeouts can notice. Over RDMA that is the QP's retry
 // limit (NCCL_MESH_IB_TIMEOUT x NCCL_MESH_IB_RETRY_CNT): the pending requests must fail with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection setup and teardown as NCCL's proxy service thread performs them: listen, the handle
 // through the bootstrap, connect/accept retried until they hand out comms, closeListen right after
 // accept, and close* on idle comms.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixture every conformance test uses: this process is one rank (rank 0) and a spawned
 // mesh_conformance_peer is the other (rank 1). Helpers open connections between them the way NCCL
 // does and run verified traffic in both directions at once.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU paths of the RDMA transport, driven with the GPU-memory stand-in (StreamSpec::
 // gpu_standin: host pages registered as NCCL_PTR_CUDA, then PROT_NONE for the CPU). A plugin
 // that reads or writes such memory with the CPU (an inline send, a memcpy) dies with SIGSEGV

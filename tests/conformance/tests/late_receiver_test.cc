@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's sender posts isend as soon as its data is ready, while the receiving rank may be busy
 // elsewhere (compute, a checkpoint) long before it posts the matching irecv. A live but late
 // receiver is not a failure: the send must wait, however long, and the connection must survive.

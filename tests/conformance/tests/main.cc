@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry point of mesh_conformance_test: the plugin environment must be in place before the first
 // test dlopens the plugin, and before the first peer process inherits the environment.
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rank that dies mid-transfer (SIGKILL: no close, no finalize) must turn the survivor's pending
 // requests into errors within bounded time: NCCL would otherwise hang in test() forever.
 #include <gtest/gtest.h>

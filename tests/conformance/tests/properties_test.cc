@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What NCCL reads from the plugin before any connection: the table's name, devices() and
 // getProperties(), checked against the bounds NCCL enforces (section 3 of the ABI notes).
 #include <gtest/gtest.h>

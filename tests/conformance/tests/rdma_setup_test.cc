@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection setup cases of the RDMA transport: the listener's accept() must not hand out the
 // receive comm before the connector's QPs can receive (its ready byte), and a device that
 // advertises GPU memory must not silently fall back to TCP.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data transfer as NCCL's proxy progress thread drives it: isend/irecv posted (retried on a NULL
 // request), test() on the oldest request until done, every byte checked, both directions at once.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contexts (v11 and v12): NCCL 2.28 and later call init once per communicator and finalize when
 // the communicator goes away, so several contexts coexist, and a process can finalize its last one
 // and start again.

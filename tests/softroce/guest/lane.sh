@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # lane.sh - the guest side of the Soft-RoCE lane: runs INSIDE the VM that
 # tests/softroce/run-softroce.sh boots (cwd /guest, /guest/softroce-env.sh sourced), with
 # /guest/{libnccl-net-mesh.so,mesh_conformance_test,mesh_conformance_peer,nccl-mesh-bench}
