@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """NCCL's all_reduce over the plugin against the rig's ceiling (issue 28).
 
 The ceiling is `nccl-mesh-bench --pattern ring-traffic` on the same machine, same rank count:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What forcing NCCL's Ring costs on a full mesh, by NCCL's own cost model.
 
 Evaluates the cost model of NCCL 2.28.9 (src/graph/tuning.cc: ncclTopoTuneModel and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry points shared by the ncclGinPlugin_v11 ... ncclRmaPlugin_v15 tables (gin_v*.cc,
 // rma_v*.cc): each forwards to the version-independent GIN core (gin/core.h) inside guard(), so
 // no C++ exception crosses the C ABI. The tables differ only in argument lists; the adapters

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sizes and offsets of the GIN/RMA tables and configs NCCL reads, on LP64: 8 bytes per table
 // member in NCCL's order (shared/reference/gin-rma.md 1.2). A mismatch fails the build instead
 // of NCCL calling the wrong function.

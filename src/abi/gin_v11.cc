@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclGinPlugin_v11 (NCCL 2.28.7 ... 2.29.3; found only in the net plugin's library): the
 // collComm is the data-path target and every operation uses context 0; createContext is not
 // called in proxy mode, and answers with a one-context GinContext where it is.

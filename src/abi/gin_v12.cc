@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclGinPlugin_v12 (NCCL 2.29.7): the collComm is the data-path target and NCCL's proxy passes
 // the context as `connectionId`; nConnections and queueDepth at connect are hints (one ordered
 // stream per peer carries every context; the queue is bounded per comm, comm.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclGinPlugin_v13 (NCCL 2.30.3/2.30.4; NCCL 2.30.7 takes it as RMA v13 too): the data path
 // takes createContext's ginCtx and a context index. In proxy mode NCCL passes devHandle NULL.
 #include "abi/gin_entry.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The members ncclRmaPlugin_v14 and _v15 share (everything before the data path), and the
 // createContext both use: a context count from NCCL's config; trafficClass and rankStride need
 // nothing here (a rail team connects through connect's handles like any group).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclRmaPlugin_v14 (NCCL 2.30.7): NCCL's own GIN proxy runs on top of this RMA table. Every
 // signal is strong here (one ordered stream per peer), so isStrongSignal asks for nothing more.
 #include "abi/rma_table.h"

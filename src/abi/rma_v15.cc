@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclRmaPlugin_v15 (NCCL 2.31): v14 with `optFlags` on iput, iputSignal and iget, a hint that
 // must not change data or ordering; none is needed (every signal is strong, messages are already
 // batched per peer stream).

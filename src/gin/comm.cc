@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Comm: connect, registration and the calls NCCL's threads make (engine.cc runs the streams).
 #include "gin/comm.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One GIN/RMA collective comm (connect()'s collComm): a net send comm and a net receive comm to
 // every other rank, and the engine thread that turns NCCL's one-sided operations into ordered
 // messages (wire.h) on them and applies the messages that arrive.

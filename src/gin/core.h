@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The version-independent GIN/RMA plugin: every entry point of ncclGin_v11 ... ncclRma_v15 once.
 // The per-version tables (src/abi/gin_*.cc) only convert arguments and call these inside guard().
 //

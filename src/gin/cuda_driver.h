@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The few CUDA driver calls GIN over TCP needs to move bytes between the network and GPU
 // memory, found at run time with dlopen("libcuda.so.1"): the plugin has no link-time CUDA
 // dependency and loads on hosts without a GPU. Without the driver, GIN advertises host memory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Comm's engine thread: keeps kSlots receives posted on every peer's receive comm and applies
 // what arrives in order; turns queued ops into messages on every peer's send comm.
 #include <chrono>

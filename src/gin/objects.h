@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The opaque objects the GIN/RMA tables hand to NCCL. Each starts with a GinTag so a pointer
 // NCCL passes back is checked before use: NCCL 2.28.9 passes its own net context to connect and
 // may pass the collComm where the table says ginCtx (queryLastError, ginProgress), so entry

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GIN message format: what one rank's GIN engine sends another over the ordered message
 // stream of a net connection (transport/connection.h: TCP, RDMA or relayed). Every message is a
 // 64-byte header followed by at most kMaxChunk payload bytes; a put larger than that travels as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The settings every host of a job must share because they change what NCCL does: the tuner's
 // mode and threshold (plugin/tuner_policy.h). NCCL asks each rank's tuner separately; hosts
 // whose settings differ would pick different algorithms and hang NCCL later. So the values

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's GIN and RMA plugin tables, every version this library exports (see gin_common.h).
 #ifndef NCCL_MESH_NCCL_GIN_H
 #define NCCL_MESH_NCCL_GIN_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declarations shared by NCCL's GIN (GPU-initiated networking) and RMA plugin tables, written
 // from the layouts in shared/reference/gin-rma.md section 1.2 (NCCL 2.28.9 ... 2.31). Values,
 // not code, come from NCCL: the signal operations and registration flags NCCL passes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclGin_v11_t: NCCL 2.28.7 ... 2.29.3, looked up as ncclGinPlugin_v11 in the net plugin's
 // library only (NCCL keeps it in plugin/net/net_v11.h). Proxy mode calls iput/iputSignal with
 // the collComm and no context; createContext is not called.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclGin_v12_t: NCCL 2.29.7 (plugin/gin/gin_v12.h). v11 plus nConnections/queueDepth at
 // connect, nContexts at createContext and the context as `connectionId` on iput/iputSignal.
 #ifndef NCCL_MESH_NCCL_GIN_V12_H

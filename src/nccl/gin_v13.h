@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclGin_v13_t: NCCL 2.30.3/2.30.4 (plugin/gin/gin_v13.h); NCCL 2.30.7 also takes this table
 // as its RMA v13 (ncclRma_v13_t is the same type). The data path takes the ginCtx from
 // createContext and a context index; test still takes the collComm.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ncclRma_v14_t (NCCL 2.30.7, plugin/rma/rma_v14.h) and ncclRma_v15_t (NCCL 2.31: iput,
 // iputSignal and iget gain `uint32_t optFlags` before the request; a hint that never changes
 // data or ordering). No device handle and no ginHandle: NCCL's own GIN proxy runs on top.

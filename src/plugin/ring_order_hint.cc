@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plugin::warn_ring_off_cables: the one WARN that says NCCL's ring is not on the cables.
 //
 // The net plugin cannot see which connection NCCL makes for which algorithm, so the hint is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's policy (NCCL_MESH_TUNER): on a mesh of 3 or more nodes, steer the bandwidth-heavy
 // collectives to NCCL's Ring algorithm, whose neighbours are cables when ranks are launched in
 // cable order (nccl-mesh-doctor prints that order). Pure functions over data: the ABI tables

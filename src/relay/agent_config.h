@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay agent's configuration from the user's settings (NCCL_MESH_RELAY_*, the connect and
 // TCP timeouts): one place for the plugin's in-process agent and for nccl-mesh-relayd, so both
 // behave alike. The RDMA hand-off hook (AgentConfig::rdma_forward) is the caller's to add.

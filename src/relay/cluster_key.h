@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay agents' cluster key (NCCL_MESH_RELAY_KEY_FILE; docs/relay.md, threat model): read
 // once at the agent's start from a file only its owner can read.
 #pragma once

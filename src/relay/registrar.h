@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A plugin process's side of the relay agent's local socket (relay/registry.h): registers this
 // process's handshake listeners with its host's relay agent, so that relayed connections reach
 // them (and nothing else does). Keeps every live registration and sends them all again when it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay agent's local socket (docs/relay.md, threat model): plugin processes of this host
 // register their handshake listeners with the host's relay agent, and the agent, as the last hop
 // of a relayed connection, connects only to a registered listener for a request that proves it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What tells a mesh cable from everything else that carries an IPv4 address: the management
 // network, bridges, container and VM plumbing, VPN tunnels, switched LANs. select_interfaces
 // (selection.h) takes, without NCCL_MESH_IFNAME, only interfaces that look like a cable; these

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HMAC-SHA256 (OpenSSL's libcrypto, Debian libssl-dev): the relay request's proof of a handle
 // (relay/request.h) and the beacons' cluster-key authentication (relay/beacon.h).
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Every plugin log line starts with "NET/Mesh : " (src/util/log.cc adds it): a message that
 # starts with the prefix again prints "NET/Mesh : NET/Mesh: ..." (issue 29). Fails on any string
 # literal in src/ (outside the logger and the tools, which parse the prefix) that begins with it.

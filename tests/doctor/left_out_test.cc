@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 29 in the doctor: the interfaces the default choice leaves out (why, and how to include
 // one) in the checks, the text report and the JSON; and no accept_local WARN left on a DGX Spark
 // after the doctor's own fixes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A GIN message (src/gin/wire.h) is peer-supplied: decoding is total, never reads past the
 // message, and a header it accepts re-encodes to the same 64 bytes (every byte is a field, so
 // nothing the receiver ignored could carry meaning). The connect greeting likewise.

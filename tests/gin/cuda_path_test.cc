@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU memory over TCP without a GPU: the plugin loads the fake driver (fake_cuda.cc) through
 // NCCL_MESH_TEST_GIN_CUDA_LIBRARY, advertises NCCL_PTR_CUDA, and registrations of type
 // NCCL_PTR_CUDA are written and read only through the driver's copies (counted). Signals in GPU

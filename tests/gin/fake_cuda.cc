@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stand-in for libcuda.so.1 with the nine driver calls GIN uses (src/gin/cuda_driver.h), for
 // the GIN suite on machines without a GPU (NCCL_MESH_TEST_GIN_CUDA_LIBRARY points the plugin at
 // it). "Device memory" is host memory: every pointer is reported as device memory of device 0,

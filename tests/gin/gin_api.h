@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One interface over every GIN/RMA table the plugin exports, each call converted the way NCCL's
 // proxy for that version makes it (gin-rma.md 1.3/1.4): v11 has one context and takes the
 // collComm on the data path; v12 passes the context as connectionId to the collComm; v13 and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GIN put bandwidth against plain TCP, side by side in one run, two forked ranks on loopback
 // (or namespace hosts with MESH_GIN_NETNS/MESH_GIN_IFNAME, like the suite): for each size,
 // rank 0 streams puts of that size to rank 1 (the last one with an INC signal; a put is done

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank of a GIN communicator inside a forked test rank: init, listen, the handle allgather,
 // collective connect and the data-path target, as NCCL's ncclGinConnectOnce does; teardown in
 // NCCL's order (barrier first: NCCL closes collectively).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A peer that speaks the GIN wire format wrongly. Rank 1 is not a GIN rank but a forged one: it
 // joins rank 0's collective connect through the plain net plugin API (ncclNetPlugin_v11 of the
 // same library: connect to rank 0's handle, accept rank 0's connection, greet correctly) and then

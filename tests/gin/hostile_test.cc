@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What NCCL never passes but a bug or a hostile caller might: foreign and stale handles, ranges
 // that overrun or overflow, ranks and contexts out of range, unknown signal ops, sizes over
 // 1 GiB, requests tested twice, bad groups at connect. Every call fails with an error (and a

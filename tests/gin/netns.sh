@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GIN suite across hosts of a namespace mesh (tests/netns): each forked rank enters its own
 # host's namespace and uses that host's cables (NCCL_MESH_IFNAME=^mgmt), so GIN's collective
 # connect picks a cable per pair, and on a line the pair without a cable goes through the relay.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The single operations NCCL's proxy issues, two ranks, every exported version: INC/ADD signals
 // (size 0 with NULL handles, bundled with data, weak and strong, a VA signal into another
 // registered window), iget and iflush (v13+), duplicate regMrSym, and more than 32 requests in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ordering rule NCCL's device API documents: a signal visible at the target implies its put
 // and every earlier put to that target on the same context are visible. Every rank puts rounds
 // of data (sizes from 1 byte to several chunks) to every rank, itself included, on 1 (v11) or 4

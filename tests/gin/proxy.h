@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's GIN proxy loop, host side (gin-rma.md 1.4): ops wait in one queue per (context, target
 // rank); each pass tests every issued request (a done request bumps its counter, like NCCL's
 // WithCounter), then takes at most one new op per (context, rank) and calls the plugin, then

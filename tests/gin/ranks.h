@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forked ranks for the GIN suite: the gtest process forks N children (it never loads the
 // plugin itself, so it has no threads to lose in fork), each runs the test body as one rank of a
 // communicator, and they share a MAP_SHARED page set: the stand-in for NCCL's bootstrap

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GIN message header codec (src/gin/wire.h): valid headers round-trip, and each field a
 // peer could get wrong is refused on its own.
 #include <gtest/gtest.h>

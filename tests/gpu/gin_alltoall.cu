@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GIN all-to-all through the plugin, one process per rank (tests/gpu/gin_alltoall.sh starts
 // them): NCCL's device API puts every rank's block to every rank from a kernel (ncclGin::put
 // with a signal increment), the kernel waits until all blocks arrived, and the host checks every

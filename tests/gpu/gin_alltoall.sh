@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs nccl-mesh-gin-alltoall (gin_alltoall.cu) on N ranks for each N given, all on this
 # machine's GPU(s), every rank its own "host" for NCCL (NCCL_HOSTID), so every byte goes through
 # the plugin: NCCL 2.28.9 loads ncclNetPlugin_v11 and ncclGinPlugin_v11 from it, and its GIN

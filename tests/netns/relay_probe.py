@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Sends one hand-made relay request to a relay agent and prints what comes back, as JSON:
 {"code": N or null, "extra": "bytes after the status (hex)", "error": "..."}. For the threat
 model tests of cases.py (relay-auth): an attacker on a mesh host (or a neighbour) asking a relay

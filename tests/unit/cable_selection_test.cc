@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The safe default choice of cables (issue 29): without NCCL_MESH_IFNAME the plugin leaves out
 // the management network (default route), bridges, tunnels, VPN and container interfaces and
 // switched subnets; each left out with a reason and how to include it; NCCL_MESH_IFNAME still

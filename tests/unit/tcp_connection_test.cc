@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TcpConnection's message protocol between a sender and a receiver in one process (socket
 // pairs stand in for the handshake's sockets): eager sends that go out before the receiver has
 // posted (bounded by NCCL_MESH_TCP_EAGER_BYTES and the request window), the size check that an

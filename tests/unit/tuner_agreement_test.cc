@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Property: every member rank of a communicator makes the same tuner decision, for every
 // collective and size, whatever its host's wiring. NCCL has no agreement step: ranks that differ
 // hang (a 3-rank split of a 4-line did, on NCCL 2.28.9, when the tuner counted cables).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuner's policy over synthetic NCCL cost tables: 3 or more nodes send large ring-able
 // collectives to Ring and leave small ones and other collectives alone, two nodes and the off
 // setting leave everything, and a table without a usable Ring row is never emptied. That every

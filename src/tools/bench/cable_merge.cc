@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cable_merge.h"
 
 #include <algorithm>

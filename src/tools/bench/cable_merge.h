@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several ranks of one host see the same interfaces: each reports the same counters, and a
 // report that lists (or sums) every rank's cable ends counts that host's bytes once per rank
 // (issue 29). A cable end is one host's interface: the same host label, name and addresses.

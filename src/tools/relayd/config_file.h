@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nccl-mesh-relayd's optional configuration file: NCCL_MESH_* settings, one KEY=VALUE a line
 // (# comments, blank lines), applied where the environment does not set the key already (the
 // unit's Environment= and the command line's environment win).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nccl-mesh-relayd: the host's relay agent as a service of its own (docs/relay.md, "The host's
 // relay service"). It runs the same relay::Agent a plugin process would, in the foreground,
 // with no arguments: beacons, routes, relayed sockets and (where RDMA works) the RDMA relay

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/rdma/options_from_settings.h"
 
 namespace mesh::rdma {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA transport's and the RDMA relay forwarder's share of the settings table: one place for
 // the plugin and nccl-mesh-relayd (which forwards RDMA relay too).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The relay host's account of one forward's staging slots (docs/relay.md, "RDMA relay"): which
 // chunk each slot holds, in which state, which chunk goes on next, how many slots are free again
 // (the credit), and whether the messages held are complete. Pure bookkeeping, no verbs: every

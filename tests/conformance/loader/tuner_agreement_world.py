@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Every member rank of a communicator decides alike, as separate processes in the emulated world.
 
 One process per rank (mesh_tuner_probe), each with its own NCCL_MESH_EMULATE position on an

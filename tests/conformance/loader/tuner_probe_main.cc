@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank's tuner, as NCCL 2.28.9 drives it in that rank's process: dlopen the net plugin's
 // library, ncclTunerPlugin_v5.init(commId, nRanks, nNodes), getCollInfo for every collective at
 // sizes 1 B .. 1 GiB on the cost table NCCL gives every rank alike, finalize. Prints one line,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A sender whose sends completed may close its comm (end of a job, a pipeline stage that sends
 // and exits) before the receiver is done: NCCL's contract is that a completed send's buffer is
 // free and its data on its way, so every byte must still arrive.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one WARN that says NCCL's ring is not on the cables (plugin/ring_order_hint.cc): a
 // communicator whose collectives this library's tuner steers to Ring, and that has so far run on
 // Ring alone, gets a relayed connection (ranks launched out of cable order). Once per

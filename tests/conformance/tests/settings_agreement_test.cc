@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hosts whose tuner settings differ (NCCL_MESH_TUNER, NCCL_MESH_TUNER_MIN_BYTES) would make NCCL's
 // ranks pick different algorithms and hang. The first connection between them must fail instead,
 // at both ends and at once (no connect timeout), each end with one WARN that names the setting,
