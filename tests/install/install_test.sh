@@ -245,7 +245,8 @@ ok "control: $tools_pkg Depends $(field "$tools_deb" Depends)"
 # The contents: the library in the multiarch folder, the tools in bin (deb-files.txt).
 deb_expected() {
   sed -e '/^#/d' -e '/^[[:space:]]*$/d' -e "s|@DEBLIBDIR@|$MESH_DEB_LIBDIR|g" \
-      -e "s|@MANEXT@|$MESH_MAN_EXT|g" "$here/deb-files.txt" | LC_ALL=C sort
+      -e "s|@MANEXT@|$MESH_MAN_EXT|g" -e "s|@MANGZ@|$MESH_MAN_GZ|g" "$here/deb-files.txt" |
+    LC_ALL=C sort
 }
 dpkg-deb -x "$lib_deb" "$work/debroot"
 dpkg-deb -x "$tools_deb" "$work/debroot"
