@@ -5,7 +5,7 @@
 # The install tree (cmake --install, component "plugin" and "tools"):
 #   <mandir>/man1/nccl-mesh-bench.1.gz, nccl-mesh-doctor.1.gz   for the tools that are built
 #   <mandir>/man8/nccl-mesh-relayd.8.gz                          (the relay service)
-#   <docdir>/README.md, LICENSE, deploy.md, examples/            (share/doc/nccl-mesh)
+#   <docdir>/README.md, LICENSE, deploy.md, relay.md, gin.md, examples/  (share/doc/nccl-mesh)
 # The Debian packages (cpack -G DEB --config build/CPackConfig.cmake, or `cpack` inside build):
 #   libnccl-net-mesh_<version>_<arch>.deb   component "lib": the plugin and its RCCL name in
 #       /usr/lib/<triplet> (cmake/install.cmake), ldconfig trigger, README, deploy guide and
@@ -61,7 +61,9 @@ if(MESH_MAN8_FILES)
 endif()
 
 # Documentation: what a user of the install tree or of the library package reads.
-set(MESH_DOC_FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/deploy.md)
+# deploy.md points to relay.md (the relay service and its threat model) and gin.md (GIN/RMA).
+set(MESH_DOC_FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/deploy.md
+                   ${PROJECT_SOURCE_DIR}/docs/relay.md ${PROJECT_SOURCE_DIR}/docs/gin.md)
 set(MESH_EXAMPLE_FILES ${PROJECT_SOURCE_DIR}/examples/sysctl.d/60-nccl-mesh.conf
                        ${PROJECT_SOURCE_DIR}/examples/torchrun_mesh_check.py)
 install(FILES ${MESH_DOC_FILES} ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR}

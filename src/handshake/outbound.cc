@@ -73,7 +73,10 @@ void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
   sockaddr_in peer = make_sockaddr(rail.peer_addr, port);
   // Binding the source address puts the socket on the cable of that subnet; where two local
   // interfaces share that subnet (port halves), only binding the device picks the interface.
-  if (out->sock.valid()) bind_to_rail_device(out->fd, rail.local.addr);
+  if (out->sock.valid()) {
+    bind_to_rail_device(out->fd, rail.local.addr);
+    defer_port_choice(out->fd);
+  }
   if (!out->sock.valid() ||
       bind(out->fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     out->last_error = "bind to " + format_ipv4(rail.local.addr) + ": " + errno_text(errno);

@@ -395,7 +395,7 @@ HopStatus Agent::first_hop(const std::vector<Ipv4Prefix>& dest, uint16_t stream,
     out->peer_addr = config_.interfaces[0].addr.addr;
     out->port = config_.port;
     out->route = format_ipv4(out->peer_addr);
-    out->path = "through this host's relay agent (another plugin process)";
+    out->path = "through this host's relay agent (nccl-mesh-relayd or another plugin process)";
     out->via_local_agent = true;
     return HopStatus::kOk;
   }
@@ -857,6 +857,7 @@ void Agent::route_request(Pending* p, int64_t now) {
     return;
   }
   bind_to_rail_device(p->down.get(), local.addr);
+  defer_port_choice(p->down.get());
   const sockaddr_in la = make_sockaddr(local.addr, 0), pa = make_sockaddr(peer, port);
   if (bind(p->down.get(), reinterpret_cast<const sockaddr*>(&la), sizeof(la)) != 0 ||
       (::connect(p->down.get(), reinterpret_cast<const sockaddr*>(&pa), sizeof(pa)) != 0 &&

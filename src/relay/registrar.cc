@@ -192,9 +192,10 @@ void Registrar::drop_locked(const char* why) {
     MESH_WARN(
         "relay: this host's relay agent (@%s) closes this process's local socket at once: it "
         "does not admit this user (uid %u), so relayed connections to this process's listeners "
-        "are refused; set NCCL_MESH_RELAY_GROUP to a group of this user where "
-        "nccl-mesh-relayd runs (see its log)",
-        name_.c_str() + 1, static_cast<unsigned>(geteuid()));
+        "are refused; where nccl-mesh-relayd runs, set its NCCL_MESH_RELAY_GROUP to this "
+        "process's primary group (gid %u; the local socket reports no other group) or run the job "
+        "with that group as its primary one (sg GROUP -c ...; see the service's log)",
+        name_.c_str() + 1, static_cast<unsigned>(geteuid()), static_cast<unsigned>(getegid()));
   }
   fd_.reset();
   queue_.clear();

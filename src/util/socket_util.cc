@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -37,6 +38,11 @@ bool set_nonblocking(int fd, bool nonblocking) {
   if (flags < 0) return false;
   const int want = nonblocking ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
   return want == flags || fcntl(fd, F_SETFL, want) == 0;
+}
+
+void defer_port_choice(int fd) {
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 }
 
 void set_tcp_options(int fd, int64_t user_timeout_ms) {

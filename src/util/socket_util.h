@@ -39,6 +39,13 @@ std::string format_endpoint(const sockaddr_in& sa);       // "10.0.0.1:4242"
 
 bool set_nonblocking(int fd, bool nonblocking);
 
+// For a socket that binds its source address before connect(): the kernel picks the local port
+// at connect() by the whole 4-tuple (IP_BIND_ADDRESS_NO_PORT) instead of at bind(), where every
+// port in TIME_WAIT counts as taken. Without it a host that opens connections quickly from one
+// address (all-to-all setup, a soak loop) runs out of its ~28k ephemeral ports within the
+// 60 s TIME_WAIT, and connects fail with EADDRINUSE. Best effort: older kernels ignore it.
+void defer_port_choice(int fd);
+
 // TCP_NODELAY, and keepalive + TCP_USER_TIMEOUT so a dead peer or a cut cable becomes an error
 // after about `user_timeout_ms` instead of a hang (0 leaves the kernel defaults).
 void set_tcp_options(int fd, int64_t user_timeout_ms);

@@ -159,5 +159,24 @@ TEST(PeerLinks, CablesBetweenPeersFromTheirReports) {
   EXPECT_EQ(links[0].b_end.mtu, 1500);
 }
 
+TEST(PeerLinks, TheManagementNetworkIsNoCableBetweenPeers) {
+  // A line B - C with a management LAN on every host: the plugins leave mgmt0 out (default
+  // route), so B and C share no cable and NCCL's ring order must not be built over the LAN.
+  auto report = [](const std::string& host, std::vector<PeerInterface> ifs) {
+    CableProbe p;
+    p.ok = true;
+    p.info = PeerInfo{host, std::move(ifs), std::nullopt};
+    return p;
+  };
+  PeerRoute b, c;
+  b.peer = {"B", {addr("198.18.1.2")}};
+  c.peer = {"C", {addr("198.18.2.3")}};
+  b.probes = {report("B", {{"mgmt0", prefix("198.19.255.2/24"), 1500, -1, false},
+                           {"srba", prefix("198.18.1.2/24"), 9000, -1, true}})};
+  c.probes = {report("C", {{"mgmt0", prefix("198.19.255.3/24"), 1500, -1, false},
+                           {"srca", prefix("198.18.2.3/24"), 9000, -1, true}})};
+  EXPECT_TRUE(links_between_peers({b, c}).empty());
+}
+
 }  // namespace
 }  // namespace mesh::doctor

@@ -78,8 +78,9 @@ Findings check_nccl_env(const Inventory& inv) {
     out.push_back({id, Verdict::kWarn, "NCCL_NET_PLUGIN",
                    "not set: NCCL then loads libnccl-net.so, which is not this plugin unless it "
                    "was installed under that name",
-                   "export NCCL_NET_PLUGIN=mesh  (libnccl-net-mesh.so on LD_LIBRARY_PATH) or "
-                   "the full path of libnccl-net-mesh.so"});
+                   "export NCCL_NET_PLUGIN=mesh  (the package puts libnccl-net-mesh.so where ld.so "
+                   "finds it; a build tree's lib/ needs LD_LIBRARY_PATH) or the full path of "
+                   "libnccl-net-mesh.so"});
   } else {
     const std::vector<std::string> entries = split_commas(*plugin);
     const bool mesh = std::any_of(entries.begin(), entries.end(), names_mesh_plugin);

@@ -34,7 +34,8 @@ Finding no_cable_finding(const Inventory& inv, const PeerRoute& r, const RelayPl
   if (plan.found) {
     return {id, Verdict::kWarn, peer_label(r), "no cable: " + describe_relay(plan),
             std::string(kCableFix) +
-                "; relaying needs a plugin process on every host of the route (docs/relay.md)"};
+                "; relaying needs nccl-mesh-relayd or a plugin process on every host of the route "
+                "(docs/relay.md)"};
   }
   // The doctor sees its own cables and, after --probe, its neighbours' interfaces: a route it
   // cannot find may still exist through hosts further away, so this is no failure.
@@ -47,7 +48,8 @@ Finding no_cable_finding(const Inventory& inv, const PeerRoute& r, const RelayPl
                       : "run with --probe to see the route (without it the cables between "
                         "peers are unknown)"),
           std::string(kCableFix) +
-              "; relaying needs a plugin process on every host of the route (docs/relay.md)"};
+              "; relaying needs nccl-mesh-relayd or a plugin process on every host of the route "
+              "(docs/relay.md)"};
 }
 
 }  // namespace

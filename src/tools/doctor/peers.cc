@@ -148,6 +148,10 @@ std::vector<PeerLink> links_between_peers(const std::vector<PeerRoute>& routes) 
         for (const PeerInterface& y : reports[j].second->interfaces) {
           if (x.addr.addr == y.addr.addr) continue;  // same address: not two ends of a cable
           if (x.addr.addr >> 24 == 127) continue;    // loopback is no cable between hosts
+          // Only what both plugins use is a cable: the management network (default route),
+          // bridges and switched subnets are left out by their selection (topology/selection.h),
+          // so counting them would put NCCL's ring on the office LAN.
+          if (!x.used || !y.used) continue;
           if (in_subnet(x.addr, y.addr.addr) && in_subnet(y.addr, x.addr.addr)) {
             links.push_back({reports[i].first, reports[j].first, x, y});
           }

@@ -105,8 +105,11 @@ int main(int argc, char** argv) {
       topology::select_interfaces(all, topology::IfnameFilter::parse(s.ifname));
   if (sel.used.empty()) {
     std::fprintf(stderr,
-                 "nccl-mesh-relayd: no usable mesh interface (set NCCL_MESH_IFNAME to the mesh "
-                 "interfaces)\n");
+                 "nccl-mesh-relayd: no usable mesh interface with NCCL_MESH_IFNAME='%s' (%s; set "
+                 "NCCL_MESH_IFNAME to the mesh interfaces' names; in the config file a '#' starts "
+                 "a comment only at the beginning of a line)\n",
+                 s.ifname.c_str(),
+                 s.ifname.empty() ? "unset: the default choice of cables" : "as set");
     return 1;
   }
   // Relayed sockets of every rank of the host: as many descriptors as allowed (the agent sizes
