@@ -6,7 +6,9 @@
 
 #include "handshake/agreement.h"
 #include "handshake/handle.h"
+#include "handshake/relay_hop.h"
 #include "relay/agent_config.h"
+#include "relay/connect_plan.h"
 #include "topology/emulated_mesh.h"
 #include "topology/ifname_filter.h"
 #include "topology/interface.h"
@@ -28,12 +30,6 @@ namespace {
 struct ShutdownAtExit {
   ~ShutdownAtExit() { Plugin::instance().stop_at_exit(); }
 };
-
-std::string describe_addrs(const std::vector<Ipv4Prefix>& addrs) {
-  std::string s;
-  for (const Ipv4Prefix& a : addrs) s += (s.empty() ? "" : ", ") + format_prefix(a);
-  return s.empty() ? "(none)" : s;
-}
 
 std::string describe_interfaces(const std::vector<topology::Interface>& itfs) {
   std::string s;
@@ -477,7 +473,7 @@ bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handsh
         "connect: NCCL_MESH_TRANSPORT=rdma but no cable to the peer (%s) has a usable RDMA "
         "port at both ends; run nccl-mesh-doctor on both hosts, or use "
         "NCCL_MESH_TRANSPORT=auto to allow TCP",
-        describe_addrs(h.addrs).c_str());
+        relay::describe_prefixes(h.addrs).c_str());
     return false;
   }
   const bool gpu = gpu_pointers(ptr_support_[dev]);
@@ -490,7 +486,7 @@ bool Plugin::plan_connect(const std::vector<topology::Rail>& rails, const handsh
       return true;
     }
     if (!gpu || mode == TransportMode::kRdma) {  // else the GPU WARN below says it
-      MESH_WARN("connect to %s: RDMA setup failed: %s%s", describe_addrs(h.addrs).c_str(),
+      MESH_WARN("connect to %s: RDMA setup failed: %s%s", relay::describe_prefixes(h.addrs).c_str(),
                 why.c_str(), mode == TransportMode::kRdma ? "" : "; using TCP for this connection");
     }
     if (mode == TransportMode::kRdma) return false;
@@ -516,112 +512,56 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
                                                int traffic_class, int64_t since_ms,
                                                handshake::ConnectRequest* req, PendingConnect* pc) {
   const Settings& s = settings();
-  if (s.relay == 0 || !relay_.running()) {
-    MESH_WARN(
-        "connect: no common subnet with the peer (it advertises %s; local subnets: %s) and "
-        "relaying is %s. Check the cabling and addresses or NCCL_MESH_IFNAME, or allow relaying "
-        "through neighbours (NCCL_MESH_RELAY=1, docs/relay.md)",
-        describe_addrs(h.addrs).c_str(), describe_interfaces(selection_.used).c_str(),
-        s.relay == 0 ? "off (NCCL_MESH_RELAY=0)" : "unavailable (the relay agent did not start)");
-    return RelayPlan::kFail;
+  relay::RelayNeeds needs;
+  needs.relay_on = s.relay != 0 && relay_.running();
+  needs.relay_off =
+      s.relay == 0 ? "off (NCCL_MESH_RELAY=0)" : "unavailable (the relay agent did not start)";
+  needs.local_subnets = describe_interfaces(selection_.used);
+  needs.gpu = gpu_pointers(ptr_support_[dev]);
+  needs.rdma_only = s.transport == TransportMode::kRdma;
+  const uint32_t all_peer = h.addrs.size() >= 32 ? ~0u : (1u << h.addrs.size()) - 1;
+  needs.rdma_worth_trying = s.transport == TransportMode::kAuto && rdma_.any_usable() &&
+                            (h.rdma_mask & all_peer) == all_peer;
+  // Equal-cost relay hosts (both ways round a ring) share the connections: the random nonce
+  // picks one, the same on every call for this connection.
+  const uint16_t spread = static_cast<uint16_t>(h.nonce[0] | (h.nonce[1] << 8));
+  relay::ConnectPlan plan = relay::plan_relayed_connect(
+      needs, h.addrs,
+      [&](relay::FirstHop* first, std::string* why) {
+        return relay_.route_for_rdma(h.addrs, spread, first, why, since_ms);
+      },
+      [&](uint32_t local) { return rdma_.usable_address(local); });
+  if (plan.kind == relay::PlanKind::kRdma) {
+    std::string why;
+    pc->rdma = rdma_.open_relay_sender(plan.first.local.addr, plan.first.peer_addr, traffic_class,
+                                       &req->extension, &why);
+    if (pc->rdma) {
+      pc->relay_rdma = true;
+      pc->relay_host = plan.first.route;
+      req->ndata = 0;
+      req->relay_dest = h.addrs;
+      req->relay_origin = relay_.host_id();
+      // The QPs are on the cable to this relay host: every attempt goes there.
+      req->relay = handshake::rdma_relay_resolver(plan.first);
+      MESH_INFO(NCCL_NET, "connect: %s", plan.message.c_str());
+      return RelayPlan::kOk;
+    }
+    plan = relay::after_rdma_setup_failed(needs, h.addrs, why);
   }
+  switch (plan.kind) {
+    case relay::PlanKind::kWait:
+      return RelayPlan::kWait;
+    case relay::PlanKind::kFail:
+      MESH_WARN("connect: %s", plan.message.c_str());
+      return RelayPlan::kFail;
+    case relay::PlanKind::kRdma:
+    case relay::PlanKind::kTcp:
+      break;
+  }
+  MESH_INFO(NCCL_NET, "connect: %s", plan.message.c_str());
   req->relay_dest = h.addrs;
   req->relay_origin = relay_.host_id();
-  const bool gpu = gpu_pointers(ptr_support_[dev]);
-  // RDMA relay: required for GPU memory and NCCL_MESH_TRANSPORT=rdma; under auto, tried when
-  // every address the peer advertises has RDMA (its cable to the relay host is one of them).
-  const uint32_t all_peer = h.addrs.size() >= 32 ? ~0u : (1u << h.addrs.size()) - 1;
-  const bool need_rdma = gpu || s.transport == TransportMode::kRdma;
-  const bool try_rdma = need_rdma || (s.transport == TransportMode::kAuto && rdma_.any_usable() &&
-                                      (h.rdma_mask & all_peer) == all_peer);
-  if (try_rdma) {
-    relay::FirstHop first;
-    std::string why;
-    // Equal-cost relay hosts (both ways round a ring) share the connections: the random nonce
-    // picks one, the same on every call for this connection.
-    const uint16_t spread = static_cast<uint16_t>(h.nonce[0] | (h.nonce[1] << 8));
-    switch (relay_.route_for_rdma(h.addrs, spread, &first, &why, since_ms)) {
-      case relay::HopStatus::kWait:
-        return RelayPlan::kWait;
-      case relay::HopStatus::kFail:
-        MESH_WARN("connect: no route to the peer (%s) through neighbours: %s",
-                  describe_addrs(h.addrs).c_str(), why.c_str());
-        return RelayPlan::kFail;
-      case relay::HopStatus::kOk:
-        break;
-    }
-    std::string no_rdma;
-    if (first.via_local_agent) {
-      no_rdma =
-          "this process is not its host's relay agent (another plugin process is), and the "
-          "route, which RDMA needs to pick its cable, is known to the agent only";
-    } else if (first.cables != 2) {
-      no_rdma = "the route is " + std::to_string(first.cables) +
-                " cables long and RDMA relay crosses one relay host";
-    } else if (!rdma_.usable_address(first.local.addr)) {
-      no_rdma = "the cable to the relay host (local " + format_ipv4(first.local.addr) +
-                ") has no usable RDMA port";
-    } else {
-      pc->rdma = rdma_.open_relay_sender(first.local.addr, first.peer_addr, traffic_class,
-                                         &req->extension, &why);
-      if (pc->rdma) {
-        pc->relay_rdma = true;
-        pc->relay_host = first.route;
-        req->ndata = 0;
-        handshake::RelayHop hop;
-        hop.local = first.local;
-        hop.peer_addr = first.peer_addr;
-        hop.port = first.port;
-        hop.route = first.route;
-        hop.path = first.path;
-        hop.rdma = true;
-        // The QPs are on the cable to this relay host: every attempt goes there.
-        req->relay = [hop](uint16_t, handshake::RelayHop* out, std::string*) {
-          *out = hop;
-          return handshake::RelayResolve::kOk;
-        };
-        MESH_INFO(NCCL_NET,
-                  "connect: no common subnet with the peer (%s): relaying over RDMA through %s "
-                  "(%s)",
-                  describe_addrs(h.addrs).c_str(), first.route.c_str(), first.path.c_str());
-        return RelayPlan::kOk;
-      }
-      no_rdma = "RDMA setup towards the relay host failed: " + why;
-    }
-    if (need_rdma) {
-      MESH_WARN(
-          "connect: the peer (%s) shares no subnet with this host and RDMA relay is impossible: "
-          "%s. %s",
-          describe_addrs(h.addrs).c_str(), no_rdma.c_str(),
-          gpu ? "TCP relay cannot carry GPU buffers: set NCCL_MESH_TRANSPORT=tcp on every rank, "
-                "or cable the hosts directly"
-              : "NCCL_MESH_TRANSPORT=rdma forbids TCP relay: set NCCL_MESH_TRANSPORT=auto, or "
-                "cable the hosts directly");
-      return RelayPlan::kFail;
-    }
-    MESH_INFO(NCCL_NET, "connect: peer %s: RDMA relay impossible (%s); relaying over TCP",
-              describe_addrs(h.addrs).c_str(), no_rdma.c_str());
-  }
-  MESH_INFO(NCCL_NET,
-            "connect: no common subnet with the peer (%s): relaying over TCP through "
-            "neighbours",
-            describe_addrs(h.addrs).c_str());
-  relay::Agent* agent = &relay_;
-  const std::vector<Ipv4Prefix> dest = h.addrs;
-  req->relay = [agent, dest, since_ms](uint16_t stream, handshake::RelayHop* hop,
-                                       std::string* why) {
-    relay::FirstHop first;
-    const relay::HopStatus st = agent->first_hop(dest, stream, &first, why, since_ms);
-    if (st != relay::HopStatus::kOk)
-      return st == relay::HopStatus::kWait ? handshake::RelayResolve::kWait
-                                           : handshake::RelayResolve::kFail;
-    hop->local = first.local;
-    hop->peer_addr = first.peer_addr;
-    hop->port = first.port;
-    hop->route = first.route;
-    hop->path = first.path;
-    return handshake::RelayResolve::kOk;
-  };
+  req->relay = handshake::tcp_relay_resolver(&relay_, h.addrs, since_ms);
   req->ndata = tcp::plan_data_streams(tcp_.streams, 1);
   return RelayPlan::kOk;
 }

@@ -113,10 +113,11 @@ class Plugin {
   bool plan_connect(const std::vector<topology::Rail>& rails, const handshake::Handle& h,
                     size_t dev, int traffic_class, handshake::ConnectRequest* req,
                     PendingConnect* pc);
-  // connect() for a peer without a common subnet (docs/relay.md): RDMA through one relay host
-  // where the route and both cables allow it (always tried for GPU memory and
-  // NCCL_MESH_TRANSPORT=rdma), else TCP through relay agents. kWait: the route is not known yet
-  // (connect() returns no comm; NCCL calls again); kFail after a WARN.
+  // connect() for a peer without a common subnet (docs/relay.md): carries out the relay
+  // layer's plan (relay/connect_plan.h: RDMA through one relay host, or TCP through the
+  // agents): opens the RDMA sender on the planned cable, or hands the handshake the TCP hop
+  // resolver. kWait: the route is not known yet (connect() returns no comm; NCCL calls again);
+  // kFail after a WARN.
   enum class RelayPlan { kOk, kWait, kFail };
   RelayPlan plan_relayed_connect(const handshake::Handle& h, size_t dev, int traffic_class,
                                  int64_t since_ms, handshake::ConnectRequest* req,

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// How to reach a peer that shares no subnet with this host (docs/relay.md): RDMA through one
+// relay host where the route and both cables allow it, else TCP through the relay agents, or
+// no way at all. The plugin (the orchestrator) fills RelayNeeds from its settings and the
+// peer's handle, asks plan_relayed_connect, and only carries the plan out: it opens the RDMA
+// sender on the first cable (transport layer) or gives the handshake the TCP hop resolver.
+// Pure logic over a route query (the agent's route_for_rdma in the plugin, a fake in
+// tests/unit/relay_connect_plan_test.cc); no I/O, no logging: every outcome carries the text
+// its caller logs (one WARN for kFail, one INFO otherwise).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "relay/agent.h"
+#include "util/ipv4.h"
+
+namespace mesh::relay {
+
+struct RelayNeeds {
+  // NCCL_MESH_RELAY is on and this process's relay agent (own or the host's) is running; else
+  // `relay_off` says which ("off (NCCL_MESH_RELAY=0)", "unavailable (...)").
+  bool relay_on = true;
+  std::string relay_off;
+  std::string local_subnets;  // this host's mesh interfaces, for the WARN of a dead end
+  bool gpu = false;           // the device advertised GPU memory: only RDMA can carry it
+  bool rdma_only = false;     // NCCL_MESH_TRANSPORT=rdma: TCP relay is not allowed
+  // NCCL_MESH_TRANSPORT=auto, this host has a usable RDMA port, and every address the peer
+  // advertises has RDMA (so its cable to the relay host does): RDMA relay is worth trying.
+  bool rdma_worth_trying = false;
+};
+
+enum class PlanKind {
+  kWait,  // no route yet: connect() returns no comm and NCCL calls again
+  kFail,  // `message` is the WARN
+  kRdma,  // open the RDMA sender on `first` (its local address and relay host)
+  kTcp,   // relay over TCP through the agents (the hop is resolved per stream)
+};
+
+struct ConnectPlan {
+  PlanKind kind = PlanKind::kFail;
+  FirstHop first;       // kRdma: the first cable and relay host
+  std::string message;  // kFail: the WARN; kRdma/kTcp: the INFO line
+};
+
+// The route towards `dest` for an RDMA relay (Agent::route_for_rdma with the connection's
+// spread and start time bound in).
+using RouteSource = std::function<HopStatus(FirstHop* out, std::string* why)>;
+// Whether this host has a usable RDMA port on the interface with this local address.
+using RdmaUsableAt = std::function<bool(uint32_t local_addr)>;
+
+// The plan for a peer advertising `dest` (none of them on a subnet of this host).
+ConnectPlan plan_relayed_connect(const RelayNeeds& needs, const std::vector<Ipv4Prefix>& dest,
+                                 const RouteSource& route, const RdmaUsableAt& rdma_usable_at);
+
+// kRdma was planned but the sender's QPs towards the relay host could not be set up (`why`):
+// TCP relay where the connection allows it, else kFail.
+ConnectPlan after_rdma_setup_failed(const RelayNeeds& needs, const std::vector<Ipv4Prefix>& dest,
+                                    const std::string& why);
+
+// "198.18.1.2/30, 198.18.2.2/30", or "(none)".
+std::string describe_prefixes(const std::vector<Ipv4Prefix>& addrs);
+
+}  // namespace mesh::relay

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+// relay/connect_plan.h: which relay a peer without a common subnet gets (RDMA through one relay
+// host, TCP through the agents, wait, or a WARN), from the connection's needs and a faked route.
+#include "relay/connect_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace mesh::relay {
+namespace {
+
+const std::vector<Ipv4Prefix> kDest = {{0xC6120506u, 30}};  // 198.18.5.6/30
+
+FirstHop two_cables() {
+  FirstHop f;
+  f.local = {0xC6120501u, 30};  // 198.18.5.1
+  f.peer_addr = 0xC6120502u;
+  f.port = 7000;
+  f.cables = 2;
+  f.route = "198.18.5.2";
+  f.path = "2 cables, through 198.18.5.2";
+  return f;
+}
+
+struct Fake {
+  HopStatus status = HopStatus::kOk;
+  FirstHop first = two_cables();
+  bool rdma_port = true;
+  int queries = 0;
+  ConnectPlan plan(const RelayNeeds& n) {
+    return plan_relayed_connect(
+        n, kDest,
+        [this](FirstHop* out, std::string* why) {
+          ++queries;
+          *out = first;
+          if (status == HopStatus::kFail) *why = "no host announces 198.18.5.6";
+          return status;
+        },
+        [this](uint32_t) { return rdma_port; });
+  }
+};
+
+RelayNeeds gpu() {
+  RelayNeeds n;
+  n.gpu = true;
+  return n;
+}
+
+RelayNeeds auto_rdma() {
+  RelayNeeds n;
+  n.rdma_worth_trying = true;
+  return n;
+}
+
+TEST(RelayConnectPlan, RelayingOffFailsWithTheSettingAndBothSidesSubnets) {
+  RelayNeeds n;
+  n.relay_on = false;
+  n.relay_off = "off (NCCL_MESH_RELAY=0)";
+  n.local_subnets = "mesh0 198.18.1.1/30";
+  Fake f;
+  const ConnectPlan p = f.plan(n);
+  EXPECT_EQ(p.kind, PlanKind::kFail);
+  EXPECT_NE(p.message.find("198.18.5.6/30"), std::string::npos) << p.message;
+  EXPECT_NE(p.message.find("mesh0 198.18.1.1/30"), std::string::npos) << p.message;
+  EXPECT_NE(p.message.find("NCCL_MESH_RELAY=0"), std::string::npos) << p.message;
+  EXPECT_EQ(f.queries, 0);
+}
+
+TEST(RelayConnectPlan, TcpOnlyPeersGoOverTcpWithoutAskingForTheRoute) {
+  Fake f;
+  const ConnectPlan p = f.plan(RelayNeeds{});
+  EXPECT_EQ(p.kind, PlanKind::kTcp);
+  EXPECT_EQ(f.queries, 0) << "TCP resolves its hop per stream in the handshake";
+}
+
+TEST(RelayConnectPlan, RdmaThroughOneRelayHostWhenRouteAndCableAllow) {
+  for (const RelayNeeds& n : {gpu(), auto_rdma()}) {
+    Fake f;
+    const ConnectPlan p = f.plan(n);
+    EXPECT_EQ(p.kind, PlanKind::kRdma);
+    EXPECT_EQ(p.first.peer_addr, 0xC6120502u);
+    EXPECT_EQ(p.first.local.addr, 0xC6120501u);
+    EXPECT_NE(p.message.find("relaying over RDMA through 198.18.5.2"), std::string::npos)
+        << p.message;
+  }
+}
+
+TEST(RelayConnectPlan, NoRouteYetWaitsAndNoRouteFailsWithTheReason) {
+  Fake f;
+  f.status = HopStatus::kWait;
+  EXPECT_EQ(f.plan(gpu()).kind, PlanKind::kWait);
+  f.status = HopStatus::kFail;
+  const ConnectPlan p = f.plan(auto_rdma());
+  EXPECT_EQ(p.kind, PlanKind::kFail);
+  EXPECT_NE(p.message.find("no host announces 198.18.5.6"), std::string::npos) << p.message;
+}
+
+// Each reason RDMA relay cannot be used: GPU memory fails (TCP cannot carry it), auto falls
+// back to TCP and says why.
+TEST(RelayConnectPlan, WhenRdmaRelayIsImpossibleGpuFailsAndAutoFallsBackToTcp) {
+  struct Case {
+    const char* reason;
+    void (*apply)(Fake*);
+  };
+  const Case cases[] = {
+      {"not its host's relay agent",
+       [](Fake* f) {
+         f->first.via_local_agent = true;
+         f->first.cables = 0;
+       }},
+      {"3 cables long", [](Fake* f) { f->first.cables = 3; }},
+      {"has no usable RDMA port", [](Fake* f) { f->rdma_port = false; }},
+  };
+  for (const Case& c : cases) {
+    Fake g;
+    c.apply(&g);
+    const ConnectPlan pg = g.plan(gpu());
+    EXPECT_EQ(pg.kind, PlanKind::kFail) << c.reason;
+    EXPECT_NE(pg.message.find(c.reason), std::string::npos) << pg.message;
+    EXPECT_NE(pg.message.find("TCP relay cannot carry GPU buffers"), std::string::npos)
+        << pg.message;
+    Fake a;
+    c.apply(&a);
+    const ConnectPlan pa = a.plan(auto_rdma());
+    EXPECT_EQ(pa.kind, PlanKind::kTcp) << c.reason;
+    EXPECT_NE(pa.message.find(c.reason), std::string::npos) << pa.message;
+  }
+}
+
+TEST(RelayConnectPlan, RdmaOnlyTransportNeverFallsBackToTcp) {
+  RelayNeeds n;
+  n.rdma_only = true;
+  Fake f;
+  f.first.cables = 4;
+  const ConnectPlan p = f.plan(n);
+  EXPECT_EQ(p.kind, PlanKind::kFail);
+  EXPECT_NE(p.message.find("NCCL_MESH_TRANSPORT=rdma forbids TCP relay"), std::string::npos)
+      << p.message;
+}
+
+TEST(RelayConnectPlan, AFailedRdmaSetupFallsBackOnlyWhereTcpMayCarryTheConnection) {
+  const ConnectPlan a = after_rdma_setup_failed(auto_rdma(), kDest, "ibv_create_qp: ENOMEM");
+  EXPECT_EQ(a.kind, PlanKind::kTcp);
+  EXPECT_NE(a.message.find("ibv_create_qp: ENOMEM"), std::string::npos) << a.message;
+  const ConnectPlan g = after_rdma_setup_failed(gpu(), kDest, "ibv_create_qp: ENOMEM");
+  EXPECT_EQ(g.kind, PlanKind::kFail);
+  EXPECT_NE(g.message.find("RDMA setup towards the relay host failed: ibv_create_qp: ENOMEM"),
+            std::string::npos)
+      << g.message;
+}
+
+}  // namespace
+}  // namespace mesh::relay
