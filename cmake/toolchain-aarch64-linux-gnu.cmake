@@ -18,3 +18,7 @@ find_program(MESH_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64)
 if(MESH_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${MESH_QEMU_AARCH64})
 endif()
+# pkg-config (FindOpenSSL asks it first) must describe the arm64 libraries, not the build
+# machine's: without this, libcrypto resolved to /usr/lib/x86_64-linux-gnu and the link failed.
+set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
+set(ENV{PKG_CONFIG_PATH} "")
