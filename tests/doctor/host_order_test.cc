@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The doctor's host-order hint over synthetic mesh maps: a 4-host ring probed from host A in a
-// scrambled numbering, a line, and the unknown case without --probe.
+// scrambled numbering, a line (also probed from its end), and the unknown cases.
 #include "tools/doctor/host_order.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +58,55 @@ TEST(HostOrder, UnknownWithoutProbe) {
   EXPECT_FALSE(h.known);
   EXPECT_TRUE(h.hosts.empty());
   EXPECT_NE(h.message.find("--probe"), std::string::npos);
+}
+
+PeerRoute listed(const std::string& name, bool cable, bool reported, std::vector<uint32_t> addrs) {
+  PeerRoute r = peer(name, cable, reported);
+  r.peer.addrs = std::move(addrs);
+  return r;
+}
+
+PeerInterface used_if(const std::string& name, uint32_t addr) {
+  PeerInterface i;
+  i.name = name;
+  i.addr = {addr, 30};
+  i.used = true;
+  return i;
+}
+
+// The reader's case: a line A-B-C probed from its end A. C has no cable to A, so it cannot
+// answer (its --serve listens on mesh addresses); B's report and the hosts file's address of C
+// on B's subnet give the cable B-C, so the order is known. Before, the doctor asked for the
+// --probe and --serve that were already in place.
+TEST(HostOrder, LineProbedFromItsEndUsesTheHostsFileForThePeerThatCannotAnswer) {
+  std::vector<PeerRoute> routes = {listed("B", true, true, {0xC6120102u, 0xC6120201u}),
+                                   listed("C", false, false, {0xC6120202u})};
+  // B's report: its cable to A (198.18.1.2/30) and to C (198.18.2.1/30).
+  routes[0].probes[0].info->interfaces = {used_if("ba", 0xC6120102u), used_if("bc", 0xC6120201u)};
+  const std::vector<PeerLink> links = links_between_peers(routes);
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].a, "B");
+  EXPECT_EQ(links[0].b, "C");
+  EXPECT_TRUE(links[0].b_from_hosts_file);
+  EXPECT_EQ(links[0].b_end.addr.addr, 0xC6120202u);
+  const HostOrderHint h = ring_host_order(routes, links, true, "A");
+  EXPECT_TRUE(h.known);
+  ASSERT_EQ(h.kind, topology::RingOrder::kPath) << h.message;
+  ASSERT_EQ(h.hosts.size(), 3u);
+  EXPECT_EQ(h.hosts[1], "B") << "B is the middle of the line";
+  EXPECT_NE(h.message.find("C did not answer --probe"), std::string::npos) << h.message;
+}
+
+// A-B-C-D probed from A: C and D both stay silent, so the cable C-D is unknown; the hint names
+// them and says where to run --probe instead of asking for flags already given.
+TEST(HostOrder, TwoSilentPeersAreNamed) {
+  const std::vector<PeerRoute> routes = {peer("B", true, true), peer("C", false, false),
+                                         peer("D", false, false)};
+  const HostOrderHint h = ring_host_order(routes, {link("B", "C")}, true, "A");
+  EXPECT_FALSE(h.known);
+  EXPECT_TRUE(h.hosts.empty());
+  EXPECT_NE(h.message.find("cables between C, D unknown"), std::string::npos) << h.message;
+  EXPECT_NE(h.message.find("on each host"), std::string::npos) << h.message;
 }
 
 TEST(HostOrder, StarHasNone) {

@@ -11,25 +11,39 @@ HostOrderHint ring_host_order(const std::vector<PeerRoute>& routes,
   HostOrderHint hint;
   std::vector<std::string> names = {this_host};
   std::vector<std::pair<size_t, size_t>> cables;
-  bool all_reported = true;
+  // Peers that did not answer --probe. A cable is known when one of its ends is this host or
+  // answered (links_between_peers adds the hosts file's addresses of one that did not), so the
+  // map is whole unless two peers stayed silent: the cable between them is unknown.
+  std::vector<std::string> silent;
   for (const PeerRoute& r : routes) {
     if (r.self) continue;
     names.push_back(r.peer.name);
     if (!r.rails.empty()) cables.emplace_back(0, names.size() - 1);
-    all_reported =
-        all_reported && std::any_of(r.probes.begin(), r.probes.end(),
-                                    [](const CableProbe& p) { return p.info.has_value(); });
+    if (std::none_of(r.probes.begin(), r.probes.end(),
+                     [](const CableProbe& p) { return p.info.has_value(); }))
+      silent.push_back(r.peer.name);
   }
   const auto index_of = [&](const std::string& name) {
     return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
   };
   for (const PeerLink& l : links) cables.emplace_back(index_of(l.a), index_of(l.b));
-  hint.known = probed && all_reported;
+  hint.known = probed && silent.size() <= 1;
   const size_t others = names.size() - 1;
   if (others + 1 >= 3 && !hint.known && cables.size() < others * (others + 1) / 2) {
+    if (!probed) {
+      hint.message =
+          "cables between peers unknown: add --probe (with --serve on every peer) for the host "
+          "order that makes NCCL's ring follow the cables";
+      return hint;
+    }
+    std::string list;
+    for (const std::string& n : silent) list += (list.empty() ? "" : ", ") + n;
     hint.message =
-        "cables between peers unknown: add --probe (with --serve on every peer) for the host "
-        "order that makes NCCL's ring follow the cables";
+        "cables between " + list +
+        " unknown: they did not answer --probe from here (a peer answers only over a cable to "
+        "this host, or with no --serve running). Run --probe on a host cabled to all but one of "
+        "the others, or on each host, for the host order that makes NCCL's ring follow the "
+        "cables";
     return hint;
   }
   const topology::RingOrder order = topology::ring_order(names.size(), cables);
@@ -54,6 +68,10 @@ HostOrderHint ring_host_order(const std::vector<PeerRoute>& routes,
           "two others, or the mesh is not connected)";
       break;
   }
+  if (probed && silent.size() == 1)
+    hint.message += " (" + silent[0] +
+                    " did not answer --probe: its cables are the hosts file's "
+                    "addresses on the subnets of the hosts that answered)";
   return hint;
 }
 

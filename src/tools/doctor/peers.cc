@@ -159,6 +159,24 @@ std::vector<PeerLink> links_between_peers(const std::vector<PeerRoute>& routes) 
       }
     }
   }
+  // Peers that did not answer: the hosts file's addresses on a subnet a reporting peer uses.
+  for (const PeerRoute& n : routes) {
+    if (n.self || std::any_of(reports.begin(), reports.end(),
+                              [&](const auto& r) { return r.first == n.peer.name; }))
+      continue;
+    for (const auto& [name, info] : reports) {
+      for (const PeerInterface& x : info->interfaces) {
+        if (!x.used || x.addr.addr >> 24 == 127) continue;
+        for (uint32_t y : n.peer.addrs) {
+          if (y == x.addr.addr || !in_subnet(x.addr, y)) continue;
+          PeerInterface end;
+          end.addr = {y, x.addr.prefix};
+          end.used = true;
+          links.push_back({name, n.peer.name, x, end, true});
+        }
+      }
+    }
+  }
   return links;
 }
 

@@ -81,10 +81,14 @@ std::vector<PeerRoute> map_peers(const std::vector<PeerSpec>& peers, const Inven
 struct PeerLink {
   std::string a, b;  // peer names
   PeerInterface a_end, b_end;
+  // b did not answer the probe (from here it is reachable over no cable: its --serve listens on
+  // mesh addresses only): b_end is b's address from the hosts file on a subnet a's plugin uses.
+  bool b_from_hosts_file = false;
 };
 
 // Cables between the peers (not involving this host) found in their --serve reports, so the
-// client can print the whole mesh.
+// client can print the whole mesh; a peer that did not answer contributes the addresses the
+// hosts file lists for it (the far end of a line, probed from the other end, is such a peer).
 std::vector<PeerLink> links_between_peers(const std::vector<PeerRoute>& routes);
 
 }  // namespace mesh::doctor

@@ -226,7 +226,8 @@ json to_json(const Report& r) {
       links.push_back({{"a", l.a},
                        {"a_end", peer_interface_json(l.a_end)},
                        {"b", l.b},
-                       {"b_end", peer_interface_json(l.b_end)}});
+                       {"b_end", peer_interface_json(l.b_end)},
+                       {"b_from_hosts_file", l.b_from_hosts_file}});
     }
     doc["links_between_peers"] = links;
     const HostOrderHint order = ring_host_order(

@@ -275,13 +275,22 @@ void print_peers(std::ostream& out, const Report& r) {
       }
     }
   }
-  if (reported.size() < 2) return;
-  out << "\nCables between peers (from their --serve reports)\n";
+  // Cables to peers that did not answer, from the hosts file (the far end of a line).
+  std::string guessed;
+  for (const PeerLink& l : r.links) {
+    if (!l.b_from_hosts_file) continue;
+    guessed += fmt::format(
+        "  {} {} {} <-> {} {}  ({} did not answer: its address from the hosts "
+        "file)\n",
+        l.a, l.a_end.name, format_prefix(l.a_end.addr), l.b, format_prefix(l.b_end.addr), l.b);
+  }
+  if (reported.size() < 2 && guessed.empty()) return;
+  out << "\nCables between peers (from their --serve reports)\n" << guessed;
   for (size_t i = 0; i < reported.size(); ++i) {
     for (size_t j = i + 1; j < reported.size(); ++j) {
       bool any = false;
       for (const PeerLink& l : r.links) {
-        if (l.a != reported[i] || l.b != reported[j]) continue;
+        if (l.a != reported[i] || l.b != reported[j] || l.b_from_hosts_file) continue;
         any = true;
         out << fmt::format("  {} {} {} <-> {} {} {}  (MTU {}/{})\n", l.a, l.a_end.name,
                            format_prefix(l.a_end.addr), l.b, l.b_end.name,
