@@ -109,6 +109,18 @@ TEST(HostOrder, TwoSilentPeersAreNamed) {
   EXPECT_NE(h.message.find("on each host"), std::string::npos) << h.message;
 }
 
+// The hosts file lists this host too (as "a"; its hostname is "spark-0042"): the order uses the
+// file's name, the one the reader compares it with.
+TEST(HostOrder, ThisHostGoesByItsHostsFileName) {
+  PeerRoute self = peer("a", false, false);
+  self.self = true;
+  const std::vector<PeerRoute> routes = {self, peer("b", true, true), peer("c", true, true)};
+  const HostOrderHint h = ring_host_order(routes, {link("b", "c")}, true, "spark-0042");
+  ASSERT_EQ(h.kind, topology::RingOrder::kCycle) << h.message;
+  EXPECT_EQ(h.hosts[0], "a");
+  EXPECT_EQ(h.message.find("spark-0042"), std::string::npos) << h.message;
+}
+
 TEST(HostOrder, StarHasNone) {
   const std::vector<PeerRoute> routes = {peer("B", true, true), peer("C", true, true),
                                          peer("D", true, true)};

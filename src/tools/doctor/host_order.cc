@@ -9,7 +9,11 @@ HostOrderHint ring_host_order(const std::vector<PeerRoute>& routes,
                               const std::vector<PeerLink>& links, bool probed,
                               const std::string& this_host) {
   HostOrderHint hint;
+  // This host under the name the hosts file gives it (the order is read against that file),
+  // else its hostname.
   std::vector<std::string> names = {this_host};
+  for (const PeerRoute& r : routes)
+    if (r.self) names[0] = r.peer.name;
   std::vector<std::pair<size_t, size_t>> cables;
   // Peers that did not answer --probe. A cable is known when one of its ends is this host or
   // answered (links_between_peers adds the hosts file's addresses of one that did not), so the

@@ -16,7 +16,9 @@ namespace mesh::doctor {
 struct HostOrderHint {
   bool known = false;  // every cable of the mesh is known (probed, and every peer reported)
   topology::RingOrder::Kind kind = topology::RingOrder::kNone;
-  std::vector<std::string> hosts;  // launch order (rank 0 first); this host as `this_host`
+  // Launch order (rank 0 first); this host under its hosts-file name when the file lists it,
+  // else as `this_host`.
+  std::vector<std::string> hosts;
   std::string message;             // one line for the report
 };
 
