@@ -551,8 +551,7 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
   switch (plan.kind) {
     case relay::PlanKind::kWait:
       return RelayPlan::kWait;
-    case relay::PlanKind::kFail:
-      MESH_WARN("connect: %s", plan.message.c_str());
+    case relay::PlanKind::kFail:  // the planner logged the WARN
       return RelayPlan::kFail;
     case relay::PlanKind::kRdma:
     case relay::PlanKind::kTcp:

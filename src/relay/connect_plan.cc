@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "relay/connect_plan.h"
 
+#include "util/log.h"
+
 namespace mesh::relay {
 
 namespace {
@@ -18,18 +20,21 @@ ConnectPlan tcp_plan(const std::vector<Ipv4Prefix>& dest, const std::string& rdm
   return p;
 }
 
-// RDMA relay is impossible for `why`: a WARN when the connection needs it, else TCP.
+// RDMA relay is impossible for `why`: the WARN when the connection needs it, else TCP.
 ConnectPlan without_rdma(const RelayNeeds& n, const std::vector<Ipv4Prefix>& dest,
                          const std::string& why) {
   if (!needs_rdma(n)) return tcp_plan(dest, why);
   ConnectPlan p;
   p.kind = PlanKind::kFail;
-  p.message = "the peer (" + describe_prefixes(dest) +
-              ") shares no subnet with this host and RDMA relay is impossible: " + why + ". " +
-              (n.gpu ? "TCP relay cannot carry GPU buffers: set NCCL_MESH_TRANSPORT=tcp on every "
-                       "rank, or cable the hosts directly"
-                     : "NCCL_MESH_TRANSPORT=rdma forbids TCP relay: set NCCL_MESH_TRANSPORT=auto, "
-                       "or cable the hosts directly");
+  p.message = why;
+  MESH_WARN(
+      "connect: the peer (%s) shares no subnet with this host and RDMA relay is impossible: "
+      "%s. %s",
+      describe_prefixes(dest).c_str(), why.c_str(),
+      n.gpu ? "TCP relay cannot carry GPU buffers: set NCCL_MESH_TRANSPORT=tcp on every rank, "
+              "or cable the hosts directly"
+            : "NCCL_MESH_TRANSPORT=rdma forbids TCP relay: set NCCL_MESH_TRANSPORT=auto, or "
+              "cable the hosts directly");
   return p;
 }
 
@@ -46,10 +51,12 @@ ConnectPlan plan_relayed_connect(const RelayNeeds& n, const std::vector<Ipv4Pref
   ConnectPlan p;
   if (!n.relay_on) {
     p.kind = PlanKind::kFail;
-    p.message = "no common subnet with the peer (it advertises " + describe_prefixes(dest) +
-                "; local subnets: " + n.local_subnets + ") and relaying is " + n.relay_off +
-                ". Check the cabling and addresses or NCCL_MESH_IFNAME, or allow relaying "
-                "through neighbours (NCCL_MESH_RELAY=1, docs/relay.md)";
+    p.message = n.relay_off;
+    MESH_WARN(
+        "connect: no common subnet with the peer (it advertises %s; local subnets: %s) and "
+        "relaying is %s. Check the cabling and addresses or NCCL_MESH_IFNAME, or allow relaying "
+        "through neighbours (NCCL_MESH_RELAY=1, docs/relay.md)",
+        describe_prefixes(dest).c_str(), n.local_subnets.c_str(), n.relay_off.c_str());
     return p;
   }
   // TCP needs no route here: the handshake resolves each stream's first hop when it opens it.
@@ -61,8 +68,9 @@ ConnectPlan plan_relayed_connect(const RelayNeeds& n, const std::vector<Ipv4Pref
       return p;
     case HopStatus::kFail:
       p.kind = PlanKind::kFail;
-      p.message =
-          "no route to the peer (" + describe_prefixes(dest) + ") through neighbours: " + why;
+      p.message = why;
+      MESH_WARN("connect: no route to the peer (%s) through neighbours: %s",
+                describe_prefixes(dest).c_str(), why.c_str());
       return p;
     case HopStatus::kOk:
       break;

@@ -4,9 +4,10 @@
 // no way at all. The plugin (the orchestrator) fills RelayNeeds from its settings and the
 // peer's handle, asks plan_relayed_connect, and only carries the plan out: it opens the RDMA
 // sender on the first cable (transport layer) or gives the handshake the TCP hop resolver.
-// Pure logic over a route query (the agent's route_for_rdma in the plugin, a fake in
-// tests/unit/relay_connect_plan_test.cc); no I/O, no logging: every outcome carries the text
-// its caller logs (one WARN for kFail, one INFO otherwise).
+// Logic over a route query (the agent's route_for_rdma in the plugin, a fake in
+// tests/unit/relay_connect_plan_test.cc), no I/O. A kFail is logged here, as the one WARN of
+// the failed connect (its format is a row of docs/deploy.md's troubleshooting table); kRdma
+// and kTcp carry the INFO line the caller logs once the plan is carried out.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,7 @@ enum class PlanKind {
 struct ConnectPlan {
   PlanKind kind = PlanKind::kFail;
   FirstHop first;       // kRdma: the first cable and relay host
-  std::string message;  // kFail: the WARN; kRdma/kTcp: the INFO line
+  std::string message;  // kFail: why (the WARN is logged); kRdma/kTcp: the INFO line
 };
 
 // The route towards `dest` for an RDMA relay (Agent::route_for_rdma with the connection's

@@ -5,8 +5,51 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+#include <utility>
+
+#include "util/log.h"
+
 namespace mesh::relay {
 namespace {
+
+std::mutex g_log_mu;
+std::vector<std::string> g_warns;
+
+void capture(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  if (level != NCCL_LOG_WARN) return;
+  char buf[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_warns.emplace_back(buf);
+}
+
+// The WARNs logged since the last call (each failed plan logs exactly one).
+std::vector<std::string> take_warns() {
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  return std::exchange(g_warns, {});
+}
+
+class RelayConnectPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    take_warns();
+    set_logger(capture);
+  }
+  void TearDown() override { set_logger(nullptr); }
+};
+
+// The one WARN a failed plan logged.
+std::string the_warn() {
+  const std::vector<std::string> w = take_warns();
+  EXPECT_EQ(w.size(), 1u);
+  return w.empty() ? std::string() : w[0];
+}
 
 const std::vector<Ipv4Prefix> kDest = {{0xC6120506u, 30}};  // 198.18.5.6/30
 
@@ -51,7 +94,7 @@ RelayNeeds auto_rdma() {
   return n;
 }
 
-TEST(RelayConnectPlan, RelayingOffFailsWithTheSettingAndBothSidesSubnets) {
+TEST_F(RelayConnectPlan, RelayingOffFailsWithTheSettingAndBothSidesSubnets) {
   RelayNeeds n;
   n.relay_on = false;
   n.relay_off = "off (NCCL_MESH_RELAY=0)";
@@ -59,20 +102,22 @@ TEST(RelayConnectPlan, RelayingOffFailsWithTheSettingAndBothSidesSubnets) {
   Fake f;
   const ConnectPlan p = f.plan(n);
   EXPECT_EQ(p.kind, PlanKind::kFail);
-  EXPECT_NE(p.message.find("198.18.5.6/30"), std::string::npos) << p.message;
-  EXPECT_NE(p.message.find("mesh0 198.18.1.1/30"), std::string::npos) << p.message;
-  EXPECT_NE(p.message.find("NCCL_MESH_RELAY=0"), std::string::npos) << p.message;
+  const std::string w = the_warn();
+  EXPECT_NE(w.find("it advertises 198.18.5.6/30"), std::string::npos) << w;
+  EXPECT_NE(w.find("local subnets: mesh0 198.18.1.1/30"), std::string::npos) << w;
+  EXPECT_NE(w.find("relaying is off (NCCL_MESH_RELAY=0)"), std::string::npos) << w;
   EXPECT_EQ(f.queries, 0);
 }
 
-TEST(RelayConnectPlan, TcpOnlyPeersGoOverTcpWithoutAskingForTheRoute) {
+TEST_F(RelayConnectPlan, TcpOnlyPeersGoOverTcpWithoutAskingForTheRoute) {
   Fake f;
   const ConnectPlan p = f.plan(RelayNeeds{});
   EXPECT_EQ(p.kind, PlanKind::kTcp);
   EXPECT_EQ(f.queries, 0) << "TCP resolves its hop per stream in the handshake";
+  EXPECT_TRUE(take_warns().empty());
 }
 
-TEST(RelayConnectPlan, RdmaThroughOneRelayHostWhenRouteAndCableAllow) {
+TEST_F(RelayConnectPlan, RdmaThroughOneRelayHostWhenRouteAndCableAllow) {
   for (const RelayNeeds& n : {gpu(), auto_rdma()}) {
     Fake f;
     const ConnectPlan p = f.plan(n);
@@ -82,21 +127,27 @@ TEST(RelayConnectPlan, RdmaThroughOneRelayHostWhenRouteAndCableAllow) {
     EXPECT_NE(p.message.find("relaying over RDMA through 198.18.5.2"), std::string::npos)
         << p.message;
   }
+  EXPECT_TRUE(take_warns().empty());
 }
 
-TEST(RelayConnectPlan, NoRouteYetWaitsAndNoRouteFailsWithTheReason) {
+TEST_F(RelayConnectPlan, NoRouteYetWaitsAndNoRouteFailsWithTheReason) {
   Fake f;
   f.status = HopStatus::kWait;
   EXPECT_EQ(f.plan(gpu()).kind, PlanKind::kWait);
+  EXPECT_TRUE(take_warns().empty()) << "waiting for a route is no failure";
   f.status = HopStatus::kFail;
   const ConnectPlan p = f.plan(auto_rdma());
   EXPECT_EQ(p.kind, PlanKind::kFail);
-  EXPECT_NE(p.message.find("no host announces 198.18.5.6"), std::string::npos) << p.message;
+  const std::string w = the_warn();
+  EXPECT_NE(w.find("connect: no route to the peer (198.18.5.6/30) through neighbours: no host "
+                   "announces 198.18.5.6"),
+            std::string::npos)
+      << w;
 }
 
 // Each reason RDMA relay cannot be used: GPU memory fails (TCP cannot carry it), auto falls
 // back to TCP and says why.
-TEST(RelayConnectPlan, WhenRdmaRelayIsImpossibleGpuFailsAndAutoFallsBackToTcp) {
+TEST_F(RelayConnectPlan, WhenRdmaRelayIsImpossibleGpuFailsAndAutoFallsBackToTcp) {
   struct Case {
     const char* reason;
     void (*apply)(Fake*);
@@ -115,37 +166,43 @@ TEST(RelayConnectPlan, WhenRdmaRelayIsImpossibleGpuFailsAndAutoFallsBackToTcp) {
     c.apply(&g);
     const ConnectPlan pg = g.plan(gpu());
     EXPECT_EQ(pg.kind, PlanKind::kFail) << c.reason;
-    EXPECT_NE(pg.message.find(c.reason), std::string::npos) << pg.message;
-    EXPECT_NE(pg.message.find("TCP relay cannot carry GPU buffers"), std::string::npos)
-        << pg.message;
+    const std::string w = the_warn();
+    EXPECT_NE(w.find(c.reason), std::string::npos) << w;
+    EXPECT_NE(w.find("TCP relay cannot carry GPU buffers"), std::string::npos) << w;
     Fake a;
     c.apply(&a);
     const ConnectPlan pa = a.plan(auto_rdma());
     EXPECT_EQ(pa.kind, PlanKind::kTcp) << c.reason;
     EXPECT_NE(pa.message.find(c.reason), std::string::npos) << pa.message;
+    EXPECT_TRUE(take_warns().empty()) << "auto falls back to TCP without a WARN";
   }
 }
 
-TEST(RelayConnectPlan, RdmaOnlyTransportNeverFallsBackToTcp) {
+TEST_F(RelayConnectPlan, RdmaOnlyTransportNeverFallsBackToTcp) {
   RelayNeeds n;
   n.rdma_only = true;
   Fake f;
   f.first.cables = 4;
   const ConnectPlan p = f.plan(n);
   EXPECT_EQ(p.kind, PlanKind::kFail);
-  EXPECT_NE(p.message.find("NCCL_MESH_TRANSPORT=rdma forbids TCP relay"), std::string::npos)
-      << p.message;
+  const std::string w = the_warn();
+  EXPECT_NE(w.find("4 cables long"), std::string::npos) << w;
+  EXPECT_NE(w.find("NCCL_MESH_TRANSPORT=rdma forbids TCP relay"), std::string::npos) << w;
 }
 
-TEST(RelayConnectPlan, AFailedRdmaSetupFallsBackOnlyWhereTcpMayCarryTheConnection) {
+TEST_F(RelayConnectPlan, AFailedRdmaSetupFallsBackOnlyWhereTcpMayCarryTheConnection) {
   const ConnectPlan a = after_rdma_setup_failed(auto_rdma(), kDest, "ibv_create_qp: ENOMEM");
   EXPECT_EQ(a.kind, PlanKind::kTcp);
   EXPECT_NE(a.message.find("ibv_create_qp: ENOMEM"), std::string::npos) << a.message;
+  EXPECT_TRUE(take_warns().empty());
   const ConnectPlan g = after_rdma_setup_failed(gpu(), kDest, "ibv_create_qp: ENOMEM");
   EXPECT_EQ(g.kind, PlanKind::kFail);
-  EXPECT_NE(g.message.find("RDMA setup towards the relay host failed: ibv_create_qp: ENOMEM"),
+  const std::string w = the_warn();
+  EXPECT_NE(w.find("connect: the peer (198.18.5.6/30) shares no subnet with this host and RDMA "
+                   "relay is impossible: RDMA setup towards the relay host failed: "
+                   "ibv_create_qp: ENOMEM"),
             std::string::npos)
-      << g.message;
+      << w;
 }
 
 }  // namespace
