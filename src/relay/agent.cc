@@ -333,49 +333,51 @@ std::set<uint32_t> Agent::held_neighbours(int64_t now) {
     std::lock_guard<std::mutex> lock(mu_);
     silent = state_->silent_neighbours(now);
   }
-  std::set<uint32_t> held;
-  if (silent.empty()) {
-    retained_.clear();
-    return held;
-  }
-  // This host's own state only (relay/retention.h), read outside the mutex: first_hop() on
-  // NCCL's threads never waits for these system calls.
-  std::vector<LocalCable> cables;
-  for (const auto& itf : config_.interfaces)
-    cables.push_back({itf.addr, interface_has_carrier(itf.name)});
-  std::set<uint32_t> peers;
-  std::string why;
-  if (!relay_socket_peers(config_.port, &peers, &why) && !warned_socket_table_) {
-    warned_socket_table_ = true;
-    MESH_INFO(NCCL_NET,
-              "relay: cannot read this host's TCP socket table (%s): a neighbour whose beacons "
-              "stop leaves the graph after %lld ms even while connections run through it",
-              why.c_str(), static_cast<long long>(kNeighbourTtlMs));
-  }
-  std::set<uint32_t> still;
-  for (const HostEntry& n : silent) {
-    if (!holds_neighbour(n, cables, peers)) continue;
-    held.insert(n.id);
-    still.insert(n.id);
-    if (retained_.insert(n.id).second) {
+  std::set<uint32_t> held, silent_ids;
+  if (!silent.empty()) {
+    // This host's own state only (relay/retention.h), read outside the mutex: first_hop() on
+    // NCCL's threads never waits for these system calls.
+    std::vector<LocalCable> cables;
+    for (const auto& itf : config_.interfaces)
+      cables.push_back({itf.addr, interface_has_carrier(itf.name)});
+    std::set<uint32_t> peers;
+    std::string why;
+    if (!relay_socket_peers(config_.port, &peers, &why) && !warned_socket_table_) {
+      warned_socket_table_ = true;
       MESH_INFO(NCCL_NET,
-                "relay: no beacon from neighbour %s for over %lld ms, but its cable has carrier "
-                "and relayed connections run through it: kept in the graph (at most %lld s "
-                "without a beacon)",
-                describe_host(n).c_str(), static_cast<long long>(kNeighbourTtlMs),
-                static_cast<long long>(kRetainMaxMs / 1000));
+                "relay: cannot read this host's TCP socket table (%s): a neighbour whose beacons "
+                "stop leaves the graph after %lld ms even while connections run through it",
+                why.c_str(), static_cast<long long>(kNeighbourTtlMs));
+    }
+    for (const HostEntry& n : silent) {
+      silent_ids.insert(n.id);
+      if (!holds_neighbour(n, cables, peers)) continue;
+      held.insert(n.id);
+      const auto [at, first] = retained_.emplace(n.id, describe_host(n));
+      if (first) {
+        MESH_INFO(NCCL_NET,
+                  "relay: no beacon from neighbour %s for over %lld ms, but its cable has "
+                  "carrier and relayed connections run through it: kept in the graph (at most "
+                  "%lld s without a beacon)",
+                  at->second.c_str(), static_cast<long long>(kNeighbourTtlMs),
+                  static_cast<long long>(kRetainMaxMs / 1000));
+      }
     }
   }
-  for (uint32_t id : retained_) {
-    if (still.count(id) == 0)
-      MESH_INFO(NCCL_NET,
-                "relay: neighbour %08x is no longer held (carrier lost, no relayed connection "
-                "left, or %lld s without a beacon): it leaves the graph unless a beacon comes "
-                "within %lld ms",
-                id, static_cast<long long>(kRetainMaxMs / 1000),
-                static_cast<long long>(kNeighbourTtlMs));
+  for (auto it = retained_.begin(); it != retained_.end();) {
+    const uint32_t id = it->first;
+    if (held.count(id) != 0) {
+      ++it;
+      continue;
+    }
+    MESH_INFO(NCCL_NET, "relay: neighbour %s is no longer held: %s", it->second.c_str(),
+              silent_ids.count(id) != 0
+                  ? "its cable lost carrier or no relayed connection runs through it now; it "
+                    "leaves the graph 2 s after the last moment it was held"
+                  : "its beacons came back, or 60 s passed without one (then it leaves the "
+                    "graph 2 s later)");
+    it = retained_.erase(it);
   }
-  retained_ = std::move(still);
   return held;
 }
 

@@ -179,7 +179,8 @@ class Agent {
   std::map<uint32_t, std::pair<int64_t, int>> beacon_rate_;
   bool warned_truncated_ = false;
   bool warned_socket_table_ = false;
-  std::set<uint32_t> retained_;  // neighbours held past their TTL now (logged once each)
+  // Neighbours held past their TTL now, by id, with their addresses (logged once each).
+  std::map<uint32_t, std::string> retained_;
   int64_t last_bind_try_ms_ = -1;
   int64_t next_beacon_ms_ = 0;
 

@@ -1331,12 +1331,12 @@ def relay_fault_cut(F, build, prefix):
     relay_fault_case(F, build, prefix, "cut")
 
 
-RETAIN_STREAM = 14       # --duration of the a -> c stream that runs through b's blackout
-RETAIN_WAIT = 4.0        # s of beacon blackout before the new connect: past the neighbour TTL
-                         # (2 s) and the entry expiry (3 s) of b's last beacon, so without
-                         # retention a has no route to c any more
-RETAIN_CONNECT_MS = 4000  # NCCL_MESH_CONNECT_TIMEOUT_MS of the new connection (the blackout
-                          # lasts RETAIN_WAIT + this at most: 8 s)
+RETAIN_STREAM = 16       # --duration of the a -> c stream that runs through b's blackout
+RETAIN_WAIT = 5.0        # s of beacon blackout before the new connect: the neighbour TTL (2 s)
+                         # plus the entry expiry (3 s) after b's last beacon, so without
+                         # retention neither b nor c is in a's graph any more
+RETAIN_BLACKOUT = 7.0    # s the blackout lasts at least (longer while the new connect runs)
+RETAIN_CONNECT_MS = 4000  # NCCL_MESH_CONNECT_TIMEOUT_MS of the new connection
 RELAY_PORT = 18515       # NCCL_MESH_RELAY_PORT's default: the beacons' UDP port
 
 
@@ -1377,6 +1377,7 @@ def relay_retain(F, build, prefix):
                                  env={"NCCL_MESH_CONNECT_TIMEOUT_MS": str(RETAIN_CONNECT_MS),
                                       "NCCL_DEBUG": "INFO"})
                 finished = fresh.wait(25 * build.time_scale)
+                time.sleep(max(0.0, t_black + RETAIN_BLACKOUT - time.monotonic()))
                 dt = time.monotonic() - t_black
                 dropped = nft_dropped(topo, "b", "meshretain")
                 running = stream.running()
