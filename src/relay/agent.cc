@@ -2,6 +2,7 @@
 #include "relay/agent.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <set>
 
+#include "relay/retention.h"
 #include "relay/splice.h"
 #include "util/clock.h"
 #include "util/device_binding.h"
@@ -55,6 +57,33 @@ int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// Beacons share the cables with relayed TCP: on a saturated cable they must not wait behind it
+// (docs/relay.md, "Timers"). DSCP CS6 (network control) for switches and NICs that honour it,
+// then SO_PRIORITY 6 for this host's queueing disciplines (after IP_TOS, which may set the
+// priority itself; 6 is the highest allowed without CAP_NET_ADMIN). Neither is needed for
+// correctness: a failure is logged once, at INFO.
+void set_beacon_priority(int fd, const std::string& ifname) {
+  static std::atomic<bool> logged{false};
+  const int tos = 0xc0;  // DSCP 48 (CS6) << 2
+  const int prio = 6;
+  const char* what = nullptr;
+  int err = 0;
+  if (setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0) {
+    what = "IP_TOS CS6";
+    err = errno;
+  }
+  if (setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)) != 0) {
+    what = "SO_PRIORITY 6";
+    err = errno;
+  }
+  if (what != nullptr && !logged.exchange(true)) {
+    MESH_INFO(NCCL_INIT | NCCL_NET,
+              "relay: cannot set %s on the beacon socket of %s (%s): beacons go at normal "
+              "priority and may queue behind relayed traffic",
+              what, ifname.c_str(), errno_text(err).c_str());
+  }
 }
 
 bool set_epoll(int ep, int op, int fd, uint32_t events, void* ptr) {
@@ -256,6 +285,7 @@ bool Agent::try_bind() {
     if (!s.valid()) continue;
     const int one = 1;
     setsockopt(s.get(), SOL_SOCKET, SO_BROADCAST, &one, sizeof(one));
+    set_beacon_priority(s.get(), config_.interfaces[i].name);
     bind_to_rail_device(s.get(), a.addr);  // a no-op unless another interface shares the subnet
     const sockaddr_in sa = make_sockaddr(a.addr, 0);
     if (bind(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) continue;
@@ -297,13 +327,68 @@ void Agent::warn_limited(const std::string& key, const std::string& text, int64_
   MESH_WARN("relay: %s", text.c_str());
 }
 
+std::set<uint32_t> Agent::held_neighbours(int64_t now) {
+  std::vector<HostEntry> silent;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    silent = state_->silent_neighbours(now);
+  }
+  std::set<uint32_t> held, silent_ids;
+  if (!silent.empty()) {
+    // This host's own state only (relay/retention.h), read outside the mutex: first_hop() on
+    // NCCL's threads never waits for these system calls.
+    std::vector<LocalCable> cables;
+    for (const auto& itf : config_.interfaces)
+      cables.push_back({itf.addr, interface_has_carrier(itf.name)});
+    std::set<uint32_t> peers;
+    std::string why;
+    if (!relay_socket_peers(config_.port, &peers, &why) && !warned_socket_table_) {
+      warned_socket_table_ = true;
+      MESH_INFO(NCCL_NET,
+                "relay: cannot read this host's TCP socket table (%s): a neighbour whose beacons "
+                "stop leaves the graph after %lld ms even while connections run through it",
+                why.c_str(), static_cast<long long>(kNeighbourTtlMs));
+    }
+    for (const HostEntry& n : silent) {
+      silent_ids.insert(n.id);
+      if (!holds_neighbour(n, cables, peers)) continue;
+      held.insert(n.id);
+      const auto [at, first] = retained_.emplace(n.id, describe_host(n));
+      if (first) {
+        MESH_INFO(NCCL_NET,
+                  "relay: no beacon from neighbour %s for over %lld ms, but its cable has "
+                  "carrier and relayed connections run through it: kept in the graph (at most "
+                  "%lld s without a beacon)",
+                  at->second.c_str(), static_cast<long long>(kNeighbourTtlMs),
+                  static_cast<long long>(kRetainMaxMs / 1000));
+      }
+    }
+  }
+  for (auto it = retained_.begin(); it != retained_.end();) {
+    const uint32_t id = it->first;
+    if (held.count(id) != 0) {
+      ++it;
+      continue;
+    }
+    MESH_INFO(NCCL_NET, "relay: neighbour %s is no longer held: %s", it->second.c_str(),
+              silent_ids.count(id) != 0
+                  ? "its cable lost carrier or no relayed connection runs through it now; it "
+                    "leaves the graph 2 s after the last moment it was held"
+                  : "its beacons came back, or 60 s passed without one (then it leaves the "
+                    "graph 2 s later)");
+    it = retained_.erase(it);
+  }
+  return held;
+}
+
 void Agent::send_beacons(int64_t now) {
   std::vector<uint8_t> bytes;
   std::string why;
   bool truncated = false;
+  const std::set<uint32_t> held = held_neighbours(now);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    state_->expire(now);
+    state_->expire(now, held);
     Beacon b = state_->next_beacon(seq_floor(), &truncated);
     if (!encode_beacon(b, &bytes, &why)) {
       warn_limited("encode", "cannot build a beacon: " + why, now);

@@ -9,8 +9,10 @@
 // tests that put several hosts into one network namespace.
 //
 // The agent's thread (epoll):
-//  - sends a beacon (relay/beacon.h) every kBeaconIntervalMs on each mesh interface and keeps the
-//    cable graph it learns (relay/link_state.h);
+//  - sends a beacon (relay/beacon.h) every kBeaconIntervalMs on each mesh interface (SO_PRIORITY 6,
+//    DSCP CS6) and keeps the cable graph it learns (relay/link_state.h), holding silent
+//    neighbours while their cable has carrier and relayed sockets run over it
+//    (relay/retention.h);
 //  - accepts relay requests (relay/request.h) on the relay port, connects onward (the next agent;
 //    the destination host's own agent when it shares a subnet with it) and splices the two
 //    sockets (relay/splice.h), at most max_pairs pairs. As the destination host's agent (the
@@ -28,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,6 +130,8 @@ class Agent {
   void loop();
   bool try_bind();
   void send_beacons(int64_t now);
+  // The silent neighbours this host holds now (relay/retention.h), for LinkState::expire().
+  std::set<uint32_t> held_neighbours(int64_t now);
   void read_beacons(int fd, int64_t now);
   void accept_local(int fd);
   void read_local(int fd);
@@ -173,6 +178,9 @@ class Agent {
   // Beacons accepted per source address in the current second (a flood is dropped).
   std::map<uint32_t, std::pair<int64_t, int>> beacon_rate_;
   bool warned_truncated_ = false;
+  bool warned_socket_table_ = false;
+  // Neighbours held past their TTL now, by id, with their addresses (logged once each).
+  std::map<uint32_t, std::string> retained_;
   int64_t last_bind_try_ms_ = -1;
   int64_t next_beacon_ms_ = 0;
 

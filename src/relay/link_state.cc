@@ -48,7 +48,7 @@ bool LinkState::receive(const Beacon& b, uint32_t source, int64_t now_ms, std::s
                           "address as its own");
     return false;
   }
-  heard_[sender.id] = now_ms;
+  heard_[sender.id].beacon_ms = now_ms;
   auto claims = [](const HostEntry& e, const std::vector<Ipv4Prefix>& addrs) {
     for (const Ipv4Prefix& a : e.addrs) {
       for (const Ipv4Prefix& o : addrs) {
@@ -68,23 +68,67 @@ bool LinkState::receive(const Beacon& b, uint32_t source, int64_t now_ms, std::s
     }
     auto it = known_.find(e.id);
     if (it == known_.end()) {
+      // An entry this host expired comes back only with a newer sequence (its owner lives):
+      // the same one is a copy that a neighbour still floods, and taking it again would let
+      // copies of a dead host's entry bounce between hosts for ever.
+      const auto g = gone_.find(e.id);
+      if (g != gone_.end()) {
+        if (!newer(e.seq, g->second.seq)) continue;
+        gone_.erase(g);
+      }
       if (known_.size() + 1 >= kMaxBeaconHosts) continue;  // next_beacon reports the cap
-      known_[e.id] = Known{e, now_ms};
+      known_[e.id] = Known{e, now_ms, sender.id};
     } else if (newer(e.seq, it->second.entry.seq)) {
-      it->second = Known{e, now_ms};
+      it->second = Known{e, now_ms, sender.id};
     }
   }
   if (dropped != nullptr) *dropped = n_dropped;
   return true;
 }
 
-void LinkState::expire(int64_t now_ms) {
-  for (auto it = heard_.begin(); it != heard_.end();) {
-    it = now_ms - it->second > kNeighbourTtlMs ? heard_.erase(it) : std::next(it);
+void LinkState::expire(int64_t now_ms, const std::set<uint32_t>& held) {
+  for (auto& [id, h] : heard_) {
+    const int64_t silent = now_ms - h.beacon_ms;
+    if (silent > kNeighbourTtlMs && silent <= kRetainMaxMs && held.count(id) != 0)
+      h.held_ms = now_ms;
   }
+  // Entries first, while the neighbours they came through are still in heard_: an entry is as
+  // fresh as its last update or the last moment the neighbour that brought it was held.
   for (auto it = known_.begin(); it != known_.end();) {
-    it = now_ms - it->second.refreshed_ms > kExpireMs ? known_.erase(it) : std::next(it);
+    int64_t fresh = it->second.refreshed_ms;
+    const auto via = heard_.find(it->second.via);
+    if (via != heard_.end()) fresh = std::max(fresh, via->second.held_ms);
+    if (now_ms - fresh <= kExpireMs) {
+      ++it;
+      continue;
+    }
+    gone_[it->first] = Gone{it->second.entry.seq, now_ms};
+    it = known_.erase(it);
   }
+  for (auto it = gone_.begin(); it != gone_.end();) {
+    it = now_ms - it->second.at_ms > kGoneMs ? gone_.erase(it) : std::next(it);
+  }
+  while (gone_.size() > kMaxGone) {
+    gone_.erase(std::min_element(gone_.begin(), gone_.end(), [](const auto& x, const auto& y) {
+      return x.second.at_ms < y.second.at_ms;
+    }));
+  }
+  // A neighbour: the TTL from its last beacon or from the end of its retention, the later.
+  for (auto it = heard_.begin(); it != heard_.end();) {
+    const int64_t fresh = std::max(it->second.beacon_ms, it->second.held_ms);
+    it = now_ms - fresh > kNeighbourTtlMs ? heard_.erase(it) : std::next(it);
+  }
+}
+
+std::vector<HostEntry> LinkState::silent_neighbours(int64_t now_ms) const {
+  std::vector<HostEntry> out;
+  for (const auto& [id, h] : heard_) {
+    const int64_t silent = now_ms - h.beacon_ms;
+    if (silent <= kNeighbourTtlMs || silent > kRetainMaxMs) continue;
+    const auto k = known_.find(id);
+    if (k != known_.end()) out.push_back(k->second.entry);
+  }
+  return out;
 }
 
 Beacon LinkState::next_beacon(uint32_t seq_floor, bool* truncated) {

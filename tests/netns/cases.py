@@ -1331,6 +1331,78 @@ def relay_fault_cut(F, build, prefix):
     relay_fault_case(F, build, prefix, "cut")
 
 
+RETAIN_STREAM = 16       # --duration of the a -> c stream that runs through b's blackout
+RETAIN_WAIT = 5.0        # s of beacon blackout before the new connect: the neighbour TTL (2 s)
+                         # plus the entry expiry (3 s) after b's last beacon, so without
+                         # retention neither b nor c is in a's graph any more
+RETAIN_BLACKOUT = 7.0    # s the blackout lasts at least (longer while the new connect runs)
+RETAIN_CONNECT_MS = 4000  # NCCL_MESH_CONNECT_TIMEOUT_MS of the new connection
+RELAY_PORT = 18515       # NCCL_MESH_RELAY_PORT's default: the beacons' UDP port
+
+
+def nft_drop_beacons(topo, host) -> None:
+    """Drops every relay beacon (UDP to the relay port) that `host` sends or receives; its TCP,
+    relayed sockets included, keeps flowing (a saturated cable that loses only datagrams)."""
+    rules = (f"table inet meshretain {{\n"
+             f"  chain out {{ type filter hook output priority 0; policy accept;\n"
+             f"    udp dport {RELAY_PORT} counter drop\n  }}\n"
+             f"  chain in {{ type filter hook input priority 0; policy accept;\n"
+             f"    udp dport {RELAY_PORT} counter drop\n  }}\n}}\n")
+    nft_apply(topo, host, rules)
+
+
+@case
+def relay_retain(F, build, prefix):
+    """Retention (issue 25 item 3; docs/relay.md "Timers"): line5, a long a -> c stream relayed
+    by b; then every beacon b sends or receives is dropped (nftables in b, UDP only: the relayed
+    TCP keeps flowing) for longer than the neighbour TTL and the entry expiry. During that
+    blackout a NEW a -> c connection with a 4 s connect timeout connects and verifies: a keeps
+    b (its cable has carrier, relayed sockets go to b) and the route through it. Without
+    retention a's agent has no route to c by then and the connect fails at its deadline."""
+    if not require_build(F, build):
+        return
+    with topology("line5", prefix) as topo:
+        env = {"NCCL_DEBUG": "INFO"}
+        with relay_holders(F, build, topo, ["b"], "relay-retain", env=env):
+            stream = BenchJob(build, topo, ["a", "c"], "relay-retain-stream", sizes="8M",
+                              duration=RETAIN_STREAM, timeout=60, env=env)
+            if not start_stream(F, build, topo, [stream], [("b", "cc")], "a->c through b"):
+                return
+            nft_drop_beacons(topo, "b")
+            t_black = time.monotonic()
+            try:
+                time.sleep(RETAIN_WAIT)
+                fresh = BenchJob(build, topo, ["a", "c"], "relay-retain-new", sizes="1M",
+                                 timeout=15,
+                                 env={"NCCL_MESH_CONNECT_TIMEOUT_MS": str(RETAIN_CONNECT_MS),
+                                      "NCCL_DEBUG": "INFO"})
+                finished = fresh.wait(25 * build.time_scale)
+                time.sleep(max(0.0, t_black + RETAIN_BLACKOUT - time.monotonic()))
+                dt = time.monotonic() - t_black
+                dropped = nft_dropped(topo, "b", "meshretain")
+                running = stream.running()
+            finally:
+                subprocess.run(["ip", "netns", "exec", topo.ns("b"), "nft", "delete", "table",
+                                "inet", "meshretain"], check=False)
+            F.check(dropped > 0 and running,
+                    f"b's beacons dropped for {dt:.1f}s ({dropped} datagrams) while the a -> c "
+                    f"stream kept running")
+            F.check(finished and fresh.ok(),
+                    f"a NEW a -> c connection opened {RETAIN_WAIT:.0f}s into the blackout "
+                    f"(connect timeout {RETAIN_CONNECT_MS} ms) connected and verified "
+                    f"(rc {[r.rc for r in fresh.ranks]})")
+            if not fresh.ok():
+                log(fresh.report())
+            kept = "kept in the graph" in stream.ranks[0].output()
+            F.check(kept, "a's relay agent logged that it kept b (carrier up, relayed "
+                          "connections through it)")
+            done = stream.wait((RETAIN_STREAM + PAIR_TIMEOUT) * build.time_scale)
+            F.check(done and stream.ok(),
+                    f"the a -> c stream finished verified (rc {[r.rc for r in stream.ranks]})")
+            if not stream.ok():
+                log(stream.report())
+
+
 def fault_case(F, build, prefix, fault: str):
     """ring4: a-b and c-d transfer at once (--duration); the fault hits a-b; a-b must report it
     within the timeout, c-d must finish cleanly."""
@@ -1520,15 +1592,19 @@ def nft_loss(topo, host, ifname, percent) -> None:
     rules = (f"table inet meshloss {{\n  chain in {{\n"
              f"    type filter hook prerouting priority -300; policy accept;\n"
              f"    iifname \"{ifname}\" numgen random mod 100 < {percent} counter drop\n  }}\n}}\n")
+    nft_apply(topo, host, rules)
+
+
+def nft_apply(topo, host, rules: str) -> None:
     subprocess.run(["ip", "netns", "exec", topo.ns(host), "nft", "-f", "-"], input=rules,
                    text=True, check=True)
 
 
-def nft_dropped(topo, host) -> int:
+def nft_dropped(topo, host, table="meshloss") -> int:
+    """Packets the counters of nftables table inet `table` in `host` counted, all rules."""
     out = subprocess.run(["ip", "netns", "exec", topo.ns(host), "nft", "list", "table", "inet",
-                          "meshloss"], capture_output=True, text=True).stdout
-    m = re.search(r"counter packets (\d+)", out)
-    return int(m.group(1)) if m else 0
+                          table], capture_output=True, text=True).stdout
+    return sum(int(n) for n in re.findall(r"counter packets (\d+)", out))
 
 
 def ping_rtt(topo, host, addr, count=10) -> tuple[float | None, int]:

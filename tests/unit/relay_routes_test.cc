@@ -232,6 +232,44 @@ TEST(LinkState, FloodsAlongALineAndExpiresADeadHost) {
   EXPECT_EQ(st['e']->hosts().size(), 2u);
 }
 
+// A dead host's entry is flooded by every host that still has it; the copies must not bounce:
+// b expires c's entry one beacon before a does (a got it through b), and a's next beacon still
+// carries the same sequence. Taken back as new, it would come and go between a and b for ever.
+TEST(LinkState, AnExpiredEntryIsNotTakenBackFromANeighboursCopy) {
+  Graph g = line5();
+  std::map<char, std::unique_ptr<LinkState>> st;
+  for (char n : {'a', 'b', 'c'}) st[n] = std::make_unique<LinkState>(g.hosts[n].addrs, 1000);
+  auto knows_c = [&](char at) {
+    for (const HostEntry& h : st[at]->hosts()) {
+      if (h.id == g.id('c')) return true;
+    }
+    return false;
+  };
+  for (int t = 0; t < 60; ++t) {
+    const bool c_alive = t < 4;
+    std::map<char, Beacon> out;
+    for (auto& [n, s] : st) out[n] = beacon_of(*s);
+    for (auto [from, to] :
+         {std::pair{'a', 'b'}, std::pair{'b', 'a'}, std::pair{'b', 'c'}, std::pair{'c', 'b'}}) {
+      if (!c_alive && (from == 'c' || to == 'c')) continue;
+      Ipv4Prefix fa;
+      uint32_t ta = 0;
+      ASSERT_TRUE(shared_subnet(g.hosts[from], g.hosts[to], &fa, &ta));
+      std::string why;
+      EXPECT_TRUE(st[to]->receive(out[from], fa.addr, t * 500, &why)) << why;
+    }
+    for (auto& [n, s] : st) s->expire(t * 500);
+    if (t == 3) {
+      ASSERT_TRUE(knows_c('a'));
+    }
+    // c's last sequence reached b at 1.5 s and a at 2 s: both drop it by 5.5 s, and for good.
+    if (t >= 11) {
+      EXPECT_FALSE(knows_c('a')) << "at " << t * 500 << " ms";
+      EXPECT_FALSE(knows_c('b')) << "at " << t * 500 << " ms";
+    }
+  }
+}
+
 TEST(LinkState, RefusesBeaconsThatAreNotFromANeighbour) {
   Graph g = ring4();
   LinkState a(g.hosts['a'].addrs, 1);
