@@ -5,44 +5,19 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdarg>
-#include <cstdio>
-#include <mutex>
-#include <utility>
-
-#include "util/log.h"
+#include "warn_capture.h"
 
 namespace mesh::relay {
 namespace {
 
-std::mutex g_log_mu;
-std::vector<std::string> g_warns;
-
-void capture(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  if (level != NCCL_LOG_WARN) return;
-  char buf[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  g_warns.emplace_back(buf);
-}
-
-// The WARNs logged since the last call (each failed plan logs exactly one).
-std::vector<std::string> take_warns() {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  return std::exchange(g_warns, {});
-}
-
 class RelayConnectPlan : public ::testing::Test {
  protected:
-  void SetUp() override {
-    take_warns();
-    set_logger(capture);
-  }
-  void TearDown() override { set_logger(nullptr); }
+  test::WarnCapture warns_;
 };
+
+std::vector<std::string> take_warns() {
+  return test::WarnCapture::take();
+}
 
 // The one WARN a failed plan logged.
 std::string the_warn() {

@@ -15,10 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,34 +25,12 @@
 #include "handshake/service.h"
 #include "util/log.h"
 #include "util/socket_util.h"
+#include "warn_capture.h"
 
 namespace mesh::handshake {
 namespace {
 
 constexpr uint32_t kLoopback = 0x7F000001;
-
-std::mutex g_log_mu;
-std::vector<std::string> g_warns;
-
-void capture(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  if (level != NCCL_LOG_WARN) return;
-  char line[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  g_warns.emplace_back(line);
-}
-
-std::vector<std::string> warns_containing(const std::string& needle) {
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  std::vector<std::string> out;
-  for (const std::string& w : g_warns) {
-    if (w.find(needle) != std::string::npos) out.push_back(w);
-  }
-  return out;
-}
 
 double process_cpu_seconds() {
   timespec ts{};
@@ -117,14 +93,7 @@ bool send_hello(const UniqueFd& s, Role role, uint16_t index, const Nonce& nonce
 
 class ServiceFdLimitTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    {
-      std::lock_guard<std::mutex> lock(g_log_mu);
-      g_warns.clear();
-    }
-    set_logger(capture);
-  }
-  void TearDown() override { set_logger(nullptr); }
+  test::WarnCapture warns_;
 };
 
 // The ASan+UBSan runtime needs free descriptors for its own checks (UBSan's vptr check opens a
@@ -199,7 +168,7 @@ TEST_F(ServiceFdLimitTest, ExhaustedFdLimitKeepsTheServiceIdleAndConnectsSucceed
   EXPECT_EQ(status_while_exhausted, ConnectStatus::kPending);
 
   // One WARN naming the limit and the fix, however many times accept4 failed in that second.
-  const std::vector<std::string> limit_warns = warns_containing("RLIMIT_NOFILE");
+  const std::vector<std::string> limit_warns = test::WarnCapture::containing("RLIMIT_NOFILE");
   ASSERT_EQ(limit_warns.size(), 1u) << "expected one rate-limited WARN about the fd limit";
   std::printf("%s\n", limit_warns[0].c_str());
   EXPECT_NE(limit_warns[0].find("ulimit -n"), std::string::npos) << limit_warns[0];
