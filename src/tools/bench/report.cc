@@ -284,10 +284,13 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
       fmt::print("{}\n", line);
     }
   } else {
-    std::string head = fmt::format("#{:>7} {:>10} {:>6} {:>4} {:>12}", "pair", "size", "iters",
-                                   "win", me + " GB/s");
+    // The first columns are as wide as their label ("gin-put-signal GB/s" is wider than 12).
+    const int bw_w = std::max(12, static_cast<int>(me.size()) + 5);
+    const int us_w = std::max(10, static_cast<int>(me.size()) + 3);
+    std::string head = fmt::format("#{:>7} {:>10} {:>6} {:>4} {:>{}}", "pair", "size", "iters",
+                                   "win", me + " GB/s", bw_w);
     for (const auto& n : names) head += fmt::format(" {:>10} {:>8}", n + " GB/s", "bw ratio");
-    head += fmt::format(" {:>10}", me + " us");
+    head += fmt::format(" {:>{}}", me + " us", us_w);
     for (const auto& n : names) head += fmt::format(" {:>9} {:>9}", n + " us", "lat ratio");
     head += fmt::format(" {:>8} {:>7} {:>7}", "cpu s/GB", "csw/GB", "threads");
     for (const auto& n : names)
@@ -296,14 +299,14 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
     for (const auto& r : rows) {
       std::string line =
           fmt::format("{:>8} {:>10} {:>6} {:>4} {}", pair_label(r), format_size(r.bytes), r.iters,
-                      r.window, cell_bw(r.plugin.gbps, 12));
+                      r.window, cell_bw(r.plugin.gbps, bw_w));
       for (const auto& n : names) {
         const Measurement* m = r.baseline(n);
         const Measurement b = m != nullptr ? *m : Measurement{};
         line +=
             fmt::format(" {} {}", cell_bw(b.gbps, 10), cell(ratio(r.plugin.gbps, b.gbps), 8, 2));
       }
-      line.append(" ").append(cell(r.plugin.lat_us, 10, 2));
+      line.append(" ").append(cell(r.plugin.lat_us, us_w, 2));
       for (const auto& n : names) {
         const Measurement* m = r.baseline(n);
         const Measurement b = m != nullptr ? *m : Measurement{};
