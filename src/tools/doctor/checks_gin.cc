@@ -57,8 +57,8 @@ Finding exports_finding(const GinFacts& g) {
   if (g.exported.empty()) {
     return {kId, Verdict::kWarn, "exports",
             g.plugin_path +
-                " exports no GIN or RMA table: a build older than GIN support, so NCCL has no "
-                "GIN with it (device-API kernels fail)",
+                " exports no GIN or RMA table (an nccl-mesh build older than GIN support, or "
+                "another library), so NCCL has no GIN with it (device-API kernels fail)",
             "install the libnccl-net-mesh.so built with this doctor"};
   }
   if (!missing.empty()) {
