@@ -288,6 +288,9 @@ TEST(AcceptLocal, WarnWhenBothCableEndsMayBeLocal) {
 TEST(LocalChecks, ExitCodeFailsOnlyOnFail) {
   Inventory inv = triangle_node();
   inv.env = {{"NCCL_NET", "Mesh"}, {"NCCL_NET_PLUGIN", "mesh"}};
+  // The gin check warns when it could not inspect the plugin: this host's was found.
+  inv.gin.plugin_path = "/usr/lib/libnccl-net-mesh.so";
+  inv.gin.exported = {std::begin(kGinSymbols), std::end(kGinSymbols)};
   Findings f = run_local_checks(inv, build_model(inv));
   EXPECT_EQ(worst(f), Verdict::kOk);
   EXPECT_EQ(exit_code(f), 0);

@@ -134,5 +134,25 @@ TEST(Report, SettingsTableListsEverySetting) {
   }
 }
 
+// The `gin` object carries the facts behind the gin findings; what the doctor could not tell is
+// null, not a guess.
+TEST(Report, JsonCarriesTheGinFacts) {
+  Scenario s = scenario();
+  s.inv.gin.plugin_path = "/usr/lib/libnccl-net-mesh.so";
+  s.inv.gin.exported = {"ncclGinPlugin_v11", "ncclRmaPlugin_v15"};
+  s.inv.gin.cuda_loaded = true;
+  s.inv.gin.gpus = {{0, 12, 1, 0}, {1, 9, 0, std::nullopt}};
+  nlohmann::json j = to_json({s.inv, s.model, s.findings, true, true, s.routes, s.links});
+  EXPECT_EQ(j["gin"]["exported"][1], "ncclRmaPlugin_v15");
+  EXPECT_EQ(j["gin"]["memory"], nlohmann::json::array({"host", "cuda"}));
+  EXPECT_EQ(j["gin"]["gpus"][0]["compute_capability"], "12.1");
+  EXPECT_EQ(j["gin"]["gpus"][0]["vmm_gpudirect_rdma"], 0);
+  EXPECT_TRUE(j["gin"]["gpus"][1]["vmm_gpudirect_rdma"].is_null());
+  EXPECT_TRUE(j["gin"]["nccl_version"].is_null());
+  s.inv.gin.nccl_version = 23007;
+  j = to_json({s.inv, s.model, s.findings, true, true, s.routes, s.links});
+  EXPECT_EQ(j["gin"]["nccl_version"], "2.30.7");
+}
+
 }  // namespace
 }  // namespace mesh::doctor

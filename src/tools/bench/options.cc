@@ -46,6 +46,17 @@ PATTERNS
                   host (NCCL reduces on the GPU, so its ring moves exactly this traffic). The
                   result is checked (each chunk must hold its owner's input). Compare NCCL's
                   all_reduce busbw with this pattern's busbw at the same size and rank count.
+  gin-put         The pairs pattern over the plugin's GIN table (ncclGinPlugin_v13 of the same
+                  library, as NCCL's GIN proxy drives it: collective connect of all ranks,
+                  symmetric registrations, iput, test): the sender puts --iters messages into
+                  the receiver's registration (--window in flight), then a signal-only
+                  iputSignal; the receiver waits for the signal, checks the last --window
+                  messages and answers with a signal. The plugin's own net path (isend/irecv,
+                  column "net") and plain TCP run in the same run, size by size, as references;
+                  ratios are GIN / reference. No --bidir. An ib_write_bw reference is not run:
+                  the report says whether an RDMA device exists.
+  gin-put-signal  The same with every put an iputSignal (INC): the receiver waits for the
+                  signal to count every message.
   --duration S    Streams messages of one size (--sizes, default 1M) between every ordered pair
                   at once for S seconds (fault-injection runs; plugin only, no TCP
                   baseline). A plugin error prints
@@ -104,6 +115,10 @@ const char* Options::pattern_name() const {
       return "ring-allreduce";
     case Pattern::kRingTraffic:
       return "ring-traffic";
+    case Pattern::kGinPut:
+      return "gin-put";
+    case Pattern::kGinPutSignal:
+      return "gin-put-signal";
   }
   return "?";
 }
@@ -130,8 +145,11 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
 
   const std::map<std::string, Pattern> patterns{{"pairs", Pattern::kPairs},
                                                 {"ring-allreduce", Pattern::kRingAllreduce},
-                                                {"ring-traffic", Pattern::kRingTraffic}};
-  app.add_option("--pattern", opt.pattern, "pairs | ring-allreduce | ring-traffic")
+                                                {"ring-traffic", Pattern::kRingTraffic},
+                                                {"gin-put", Pattern::kGinPut},
+                                                {"gin-put-signal", Pattern::kGinPutSignal}};
+  app.add_option("--pattern", opt.pattern,
+                 "pairs | ring-allreduce | ring-traffic | gin-put | gin-put-signal")
       ->transform(CLI::CheckedTransformer(patterns))
       ->default_str("pairs");
   app.add_flag("--bidir", opt.bidir, "pairs: both directions of a pair at once");
@@ -239,6 +257,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
     if (opt.sizes.size() != 1) return fail("--duration streams one size: give one --sizes value");
     if (opt.pattern != Pattern::kPairs) return fail("--duration works with --pattern pairs only");
     opt.tcp_baseline = false;  // a fault-injection load: the plugin only
+  }
+  if (is_gin_pattern(opt.pattern) && opt.bidir) {
+    return fail(
+        fmt::format("{} measures one direction at a time: drop --bidir", opt.pattern_name()));
   }
   if (is_ring_pattern(opt.pattern)) {
     std::vector<uint64_t> kept;

@@ -9,12 +9,18 @@
 
 namespace mesh::bench {
 
-enum class Pattern { kPairs, kRingAllreduce, kRingTraffic };
+enum class Pattern { kPairs, kRingAllreduce, kRingTraffic, kGinPut, kGinPutSignal };
 
 // The ring patterns share their code (ring.cc): ring-traffic is ring-allreduce without the
 // arithmetic.
 inline bool is_ring_pattern(Pattern p) {
   return p == Pattern::kRingAllreduce || p == Pattern::kRingTraffic;
+}
+
+// The GIN patterns (gin_put.h) are the pairs pattern measured over the plugin's GIN table, with
+// the plugin's net path and TCP as the references.
+inline bool is_gin_pattern(Pattern p) {
+  return p == Pattern::kGinPut || p == Pattern::kGinPutSignal;
 }
 
 struct Options {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "gin_put.h"
 #include "metrics.h"
 #include "proc_usage.h"
 #include "wait.h"
@@ -87,9 +88,21 @@ std::vector<Row> run_pairs(Context& ctx) {
   uint8_t* recv_slots = arena.data() + region;
   uint8_t* ctrl = arena.data() + 2 * region;
 
+  // The first transport is the measured one (row.plugin), the others are the baselines; with
+  // a GIN pattern the plugin's net path becomes the "net" reference beside TCP.
+  const bool gin = is_gin_pattern(opt.pattern);
   std::vector<std::unique_ptr<PairTransport>> transports;
+  std::vector<std::string> labels;
+  if (gin) {
+    transports.push_back(make_gin_pair_transport(ctx, opt.pattern == Pattern::kGinPutSignal));
+    labels.push_back("plugin");
+  }
   transports.push_back(make_plugin_pair_transport(ctx));
-  if (opt.tcp_baseline) transports.push_back(make_tcp_pair_transport(ctx));
+  labels.push_back(gin ? "net" : "plugin");
+  if (opt.tcp_baseline) {
+    transports.push_back(make_tcp_pair_transport(ctx));
+    labels.push_back("tcp");
+  }
 
   std::vector<Row> rows;
   ctx.rdv->barrier();
@@ -122,7 +135,7 @@ std::vector<Row> run_pairs(Context& ctx) {
         job.arena = &arena;
 
         Row row;
-        row.pattern = opt.bidir ? "pairs-bidir" : "pairs";
+        row.pattern = gin ? opt.pattern_name() : opt.bidir ? "pairs-bidir" : "pairs";
         row.src = pair.src;
         row.dst = pair.dst;
         row.nranks = ctx.nranks;
@@ -147,10 +160,10 @@ std::vector<Row> run_pairs(Context& ctx) {
           Measurement m;
           m.gbps = r.gbps;
           m.lat_us = r.lat_us;
-          if (std::string(t->name()) == "plugin") {
+          if (labels[ti] == "plugin") {
             row.plugin = m;
           } else {
-            row.baselines.emplace_back(t->name(), m);
+            row.baselines.emplace_back(labels[ti], m);
           }
         }
         if (ctx.rank == pair.src) {
@@ -158,10 +171,11 @@ std::vector<Row> run_pairs(Context& ctx) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (secs >= 0.5 || job.bytes >= (1u << 20)) {
             const Measurement* tcp = row.baseline("tcp");
-            ctx.progress(fmt::format(
-                "  {}{}{} {:>9}: plugin {}, tcp {} ({:.1f} s)", pair.src, opt.bidir ? "<->" : "->",
-                pair.dst, format_size(job.bytes), fmt_gbps(row.plugin.gbps),
-                fmt_gbps(tcp != nullptr ? tcp->gbps : Measurement::kUnset), secs));
+            ctx.progress(fmt::format("  {}{}{} {:>9}: {} {}, tcp {} ({:.1f} s)", pair.src,
+                                     opt.bidir ? "<->" : "->", pair.dst, format_size(job.bytes),
+                                     gin ? opt.pattern_name() : "plugin", fmt_gbps(row.plugin.gbps),
+                                     fmt_gbps(tcp != nullptr ? tcp->gbps : Measurement::kUnset),
+                                     secs));
           }
           rows.push_back(std::move(row));
         }
@@ -194,9 +208,9 @@ std::vector<Row> run_pairs(Context& ctx) {
           }
           if (samples != 2) continue;  // transport not available for this peer
           Measurement* m = nullptr;
-          if (std::string(transports[ti]->name()) == "plugin") m = &row.plugin;
+          if (labels[ti] == "plugin") m = &row.plugin;
           for (auto& [name, b] : row.baselines) {
-            if (name == transports[ti]->name()) m = &b;
+            if (name == labels[ti]) m = &b;
           }
           if (m == nullptr) continue;
           m->cpu_s_per_gb = per_gb(cpu, payload);
@@ -206,6 +220,7 @@ std::vector<Row> run_pairs(Context& ctx) {
       }
     }
   }
+  for (auto& t : transports) t->finish();
   arena.release();
   return rows;
 }

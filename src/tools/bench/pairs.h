@@ -46,6 +46,8 @@ class PairTransport {
   virtual const char* name() const = 0;
   virtual bool available(int peer) const = 0;
   virtual PairResult run(const PairJob& job) = 0;
+  // After the last pair, on every rank, before the arena goes: collective closes (GIN).
+  virtual void finish() {}
 };
 
 std::unique_ptr<PairTransport> make_plugin_pair_transport(Context& ctx);

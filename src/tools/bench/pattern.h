@@ -16,7 +16,7 @@ namespace mesh::bench {
 
 // Which traffic a message belongs to. Folded into the message index so that a stale message of
 // another phase (a warm-up message, a TCP message) never matches.
-enum class Transport : uint32_t { kPlugin = 1, kTcp = 2, kRdma = 3 };
+enum class Transport : uint32_t { kPlugin = 1, kTcp = 2, kRdma = 3, kGin = 4 };
 enum class Phase : uint32_t {
   kWarmup = 1,
   kTimed = 2,

@@ -291,4 +291,8 @@ void Plugin::finalize() {
   if (r != ncclSuccess) throw plugin_error("finalize", r, -1);
 }
 
+ncclDebugLogger_t plugin_logger() {
+  return bench_logger;
+}
+
 }  // namespace mesh::bench

@@ -20,6 +20,9 @@ std::vector<std::string> default_plugin_candidates();
 // error listing what was tried.
 std::string resolve_plugin_path(const std::string& cli_path);
 
+// The logger Plugin::init hands to the plugin; the GIN patterns give the GIN table the same one.
+ncclDebugLogger_t plugin_logger();
+
 class Plugin {
  public:
   // Resolves (cli_path or the candidates), dlopens and checks the table. Throws setup errors.
@@ -31,6 +34,8 @@ class Plugin {
   ~Plugin() = default;
 
   const std::string& path() const { return path_; }
+  // The dlopen handle, for the other tables of the same library (gin_put.cc).
+  void* library() const { return lib_; }
   std::string name() const;
 
   // init(&ctx, commId 0, &{trafficClass -1}, logger, no profiler).

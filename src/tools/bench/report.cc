@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "context.h"
+#include "gin_put.h"
 #include "metrics.h"
 #include "sizes.h"
 
@@ -234,18 +235,28 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
   }
   for (const auto& l : summary.cable_lines) fmt::print("# {}\n", l);
   const auto names = baseline_names(rows);
+  // What the first column measured: the plugin's net path, or its GIN table for gin-put*.
+  const bool gin = is_gin_pattern(opt.pattern);
+  const std::string me = gin ? opt.pattern_name() : "plugin";
+  if (gin) {
+    fmt::print(
+        "# {}: ncclGinPlugin_v13 of the same library; references in the same run: net = the "
+        "plugin's isend/irecv, tcp = one plain TCP socket; ratio = {} / reference\n",
+        me, me);
+    fmt::print("# {}\n", rdma_reference_note());
+  }
   if (!names.empty() && ring) {
     fmt::print("# ratio = plugin busbw / {} busbw: above 1 = plugin faster\n", names.front());
   } else if (!names.empty() && !stream) {
     fmt::print(
-        "# ratio = plugin / {}: bandwidth above 1 = plugin faster; latency above 1 = plugin "
+        "# ratio = {} / {}: bandwidth above 1 = {} faster; latency above 1 = {} "
         "slower\n",
-        names.front());
+        me, names.front(), me, me);
     fmt::print(
         "# cpu s/GB, csw/GB: CPU seconds and context switches of both ranks per 1e9 payload bytes "
         "(the whole row: warm-up, timed, ping-pong); threads: per rank (the larger); cpu rat = "
-        "plugin / {}\n",
-        names.front());
+        "{} / {}\n",
+        me, names.front());
   }
   if (stream) {
     fmt::print("#{:>7} {:>10} {:>10} {:>12}\n", "pair", "size", "messages", "plugin GB/s");
@@ -273,10 +284,13 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
       fmt::print("{}\n", line);
     }
   } else {
-    std::string head = fmt::format("#{:>7} {:>10} {:>6} {:>4} {:>12}", "pair", "size", "iters",
-                                   "win", "plugin GB/s");
+    // The first columns are as wide as their label ("gin-put-signal GB/s" is wider than 12).
+    const int bw_w = std::max(12, static_cast<int>(me.size()) + 5);
+    const int us_w = std::max(10, static_cast<int>(me.size()) + 3);
+    std::string head = fmt::format("#{:>7} {:>10} {:>6} {:>4} {:>{}}", "pair", "size", "iters",
+                                   "win", me + " GB/s", bw_w);
     for (const auto& n : names) head += fmt::format(" {:>10} {:>8}", n + " GB/s", "bw ratio");
-    head += fmt::format(" {:>10}", "plugin us");
+    head += fmt::format(" {:>{}}", me + " us", us_w);
     for (const auto& n : names) head += fmt::format(" {:>9} {:>9}", n + " us", "lat ratio");
     head += fmt::format(" {:>8} {:>7} {:>7}", "cpu s/GB", "csw/GB", "threads");
     for (const auto& n : names)
@@ -285,14 +299,14 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
     for (const auto& r : rows) {
       std::string line =
           fmt::format("{:>8} {:>10} {:>6} {:>4} {}", pair_label(r), format_size(r.bytes), r.iters,
-                      r.window, cell_bw(r.plugin.gbps, 12));
+                      r.window, cell_bw(r.plugin.gbps, bw_w));
       for (const auto& n : names) {
         const Measurement* m = r.baseline(n);
         const Measurement b = m != nullptr ? *m : Measurement{};
         line +=
             fmt::format(" {} {}", cell_bw(b.gbps, 10), cell(ratio(r.plugin.gbps, b.gbps), 8, 2));
       }
-      line.append(" ").append(cell(r.plugin.lat_us, 10, 2));
+      line.append(" ").append(cell(r.plugin.lat_us, us_w, 2));
       for (const auto& n : names) {
         const Measurement* m = r.baseline(n);
         const Measurement b = m != nullptr ? *m : Measurement{};

@@ -39,6 +39,7 @@ Findings run_local_checks(const Inventory& inv, const Model& m) {
   add(check_gpudirect(inv));
   add(check_nccl_env(inv));
   add(check_mesh_settings(inv));
+  add(check_gin(inv));
   return all;
 }
 

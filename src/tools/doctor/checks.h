@@ -48,6 +48,11 @@ Findings check_nccl_env(const Inventory& inv);                // NCCL_NET, _PLUG
 Findings check_mesh_settings(const Inventory& inv);           // NCCL_MESH_* parse
 Findings check_ifname(const Inventory& inv, const Model& m);  // filter matches something
 
+// GIN/RMA (checks_gin.cc): exported tables, memory types, GPU gate, transport, NCCL version
+// and the NCCL_* settings that turn GIN off. Never fails: a host without GPU still runs the net
+// plugin.
+Findings check_gin(const Inventory& inv);
+
 // Peer checks (checks_peers.cc): cable per peer, probe results, MTU and netmask of both ends.
 Findings check_peer_cables(const Inventory& inv, const Model& m,
                            const std::vector<PeerRoute>& routes);

@@ -145,6 +145,7 @@ Inventory gather_inventory(const GatherOptions& opts) {
     std::error_code ec;
     inv.net_plugin_file_exists = fs::exists(*plugin, ec);
   }
+  gather_gin_facts(inv);
   return inv;
 }
 

@@ -18,6 +18,10 @@ struct GatherOptions {
 
 Inventory gather_inventory(const GatherOptions& opts = {});
 
+// Inventory::gin (gather_gin.cc): dlopens the plugin, the GIN core's CUDA driver and
+// libnccl.so.2 in this process.
+void gather_gin_facts(Inventory& inv);
+
 // The parts of gather_inventory that read only files under the roots (tested on synthetic
 // trees): every netdev of <sysfs>/class/net, and the rp_filter/accept_local/arp_ignore/arp_announce
 // sysctls of "all", "default" and each netdev; loaded and built-in kernel modules.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/doctor/gin_facts.h"
 #include "topology/interface.h"
 #include "topology/link_counters.h"
 #include "topology/rdma_sysfs.h"
@@ -50,6 +51,7 @@ struct Inventory {
   std::string nvidia_driver;  // first line of /proc/driver/nvidia/version, empty without driver
   // When NCCL_NET_PLUGIN names a file path: whether that file exists.
   std::optional<bool> net_plugin_file_exists;
+  GinFacts gin;  // what the `gin` check needs (gather_gin.cc)
 
   const Netdev* netdev(const std::string& name) const;
   std::optional<std::string> sysctl(const std::string& key) const;

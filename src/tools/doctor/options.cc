@@ -39,6 +39,9 @@ constexpr const char* kFooter = R"(CHECKS
   gpudirect        nvidia_peermem loaded, or dma-buf (not verifiable without a GPU)
   nccl-env         NCCL_NET / NCCL_NET_PLUGIN / NCCL_IB_HCA that would bypass the plugin
   mesh-settings    NCCL_MESH_* values the plugin would reject, unknown NCCL_MESH_* names
+  gin              GIN/RMA tables the plugin exports, GPU or host memory (libcuda.so.1),
+                   the GPUs' VMM/GPUDirect attribute, transport, NCCL version (libnccl.so.2)
+                   and the NCCL_* settings that turn GIN off; warnings only
   peer-cable       (peer mode) a local interface on each peer's subnet
   peer-probe       (--probe) TCP round trip and MB/s per cable, against the peer's --serve
   netmask          (--probe) the same prefix length on both ends of every cable

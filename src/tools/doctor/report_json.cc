@@ -195,6 +195,25 @@ json peers_json(const Report& r) {
   return out;
 }
 
+// The facts behind the `gin` findings, for scripts: null where the doctor could not tell.
+json gin_json(const GinFacts& g) {
+  json gpus = json::array();
+  for (const GpuGinFacts& gpu : g.gpus) {
+    gpus.push_back(
+        {{"index", gpu.index},
+         {"compute_capability", std::to_string(gpu.cc_major) + "." + std::to_string(gpu.cc_minor)},
+         {"vmm_gpudirect_rdma", gpu.vmm_gdr ? json(*gpu.vmm_gdr) : json(nullptr)}});
+  }
+  return {
+      {"plugin", g.plugin_path.empty() ? json(nullptr) : json(g.plugin_path)},
+      {"exported", g.exported},
+      {"cuda_driver", g.cuda_loaded},
+      {"memory", g.cuda_loaded ? json::array({"host", "cuda"}) : json::array({"host"})},
+      {"gpus", gpus},
+      {"nccl_version", g.nccl_version ? json(nccl_version_text(*g.nccl_version)) : json(nullptr)},
+      {"nccl_library", g.nccl_path.empty() ? json(nullptr) : json(g.nccl_path)}};
+}
+
 }  // namespace
 
 json to_json(const Report& r) {
@@ -216,6 +235,7 @@ json to_json(const Report& r) {
               {"netdevs", netdevs_json(r.inv)},
               {"rdma_ports", rdma_json(r.inv)},
               {"selection", selection_json(r)},
+              {"gin", gin_json(r.inv.gin)},
               {"checks", findings},
               {"summary", {{"ok", counts[0]}, {"warn", counts[1]}, {"fail", counts[2]}}},
               {"exit_code", exit_code(r.findings)}};

@@ -1,0 +1,33 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# nccl-mesh-bench --pattern gin-put and gin-put-signal on 2 local ranks over loopback, small
+# sizes: the run must exit 0 (every put's bytes verified after its signal), and every row must
+# carry the GIN number, both references measured in the same run (net = the plugin's
+# isend/irecv, tcp = plain TCP) and the ratios, which must equal GIN / reference.
+# usage: gin_put.sh BENCH
+set -eu
+bench=$1
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+for pattern in gin-put gin-put-signal; do
+  "$bench" --pattern "$pattern" --sizes 8,4K,64K --iters 8 --warmup 1 --quiet --timeout 30 >"$out"
+  grep -q "^# data verified: every received byte matched" "$out"
+  grep -q "^# no RDMA device: no ib_write_bw reference\|^# RDMA device(s) " "$out"
+  # Header: pair size iters win <pattern> GB/s net GB/s bw ratio tcp GB/s bw ratio ...
+  head=$(grep "^#   pair " "$out")
+  echo "$head" | grep -q "$pattern GB/s \+net GB/s \+bw ratio \+tcp GB/s \+bw ratio" || {
+    echo "$pattern: header lacks the GIN, net and tcp columns:"; cat "$out"; exit 1; }
+  rows=$(grep -c "^ *[0-9]->[0-9] " "$out" || true)
+  [ "$rows" -eq 6 ] || { echo "$pattern: expected 6 rows (2 directions x 3 sizes), got $rows"; cat "$out"; exit 1; }
+  # Columns after the pair label and size (2 words): iters win gin net ratio tcp ratio.
+  grep "^ *[0-9]->[0-9] " "$out" | awk -v p="$pattern" '{
+    gin = $6; net = $7; rn = $8; tcp = $9; rt = $10
+    if (gin !~ /^[0-9.]+$/ || net !~ /^[0-9.]+$/ || tcp !~ /^[0-9.]+$/ || rn !~ /^[0-9.]+$/ ||
+        rt !~ /^[0-9.]+$/) { print p ": a number is missing: " $0; bad = 1; next }
+    if (gin <= 0 || net <= 0 || tcp <= 0) { print p ": zero bandwidth: " $0; bad = 1; next }
+    # The printed ratios are GIN / reference (rounded to 2 decimals; inputs are rounded too).
+    if ((rn - gin / net) ^ 2 > 0.0025 + 0.05 * rn ^ 2 || (rt - gin / tcp) ^ 2 > 0.0025 + 0.05 * rt ^ 2) {
+      print p ": ratio is not gin / reference: " $0; bad = 1 }
+  } END { exit bad }'
+  echo "$pattern: ok"
+done
