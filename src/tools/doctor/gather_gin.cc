@@ -53,8 +53,12 @@ std::vector<std::string> plugin_candidates(const Inventory& inv) {
     c.push_back((dir / ".." / "lib" / "x86_64-linux-gnu" / kPluginFile).string());
     c.push_back((dir / ".." / "lib" / "aarch64-linux-gnu" / kPluginFile).string());
   }
-#ifdef MESH_DOCTOR_BUILD_PLUGIN
-  c.push_back(MESH_DOCTOR_BUILD_PLUGIN);
+#if defined(MESH_DOCTOR_BUILD_PLUGIN_REL) && defined(MESH_DOCTOR_BUILD_CACHE_REL)
+  // This build's plugin, when the doctor runs from the build tree (its CMakeCache.txt is where
+  // it was at build time): never from an installed doctor.
+  std::error_code ec;
+  if (!dir.empty() && fs::exists(dir / MESH_DOCTOR_BUILD_CACHE_REL, ec))
+    c.push_back((dir / MESH_DOCTOR_BUILD_PLUGIN_REL).lexically_normal().string());
 #endif
   return c;
 }
