@@ -29,7 +29,7 @@ run_lane() {
     tsan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=thread
                 "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/gin;tests/soak;src/tools/bench;tests/bench;tests/netns")
           labels="unit|conformance|soak|netns" ;;
-    fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-30}"; return ;;
+    fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-20}"; return ;;
     arm64) echo "=== lane arm64"; scripts/arm64-lane.sh build-ci-arm64; return ;;
     softroce)
       # The release lane's tree when there is one (its targets are then up to date), else a
