@@ -531,6 +531,8 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
         return relay_.route_for_rdma(h.addrs, spread, first, why, since_ms);
       },
       [&](uint32_t local) { return rdma_.usable_address(local); });
+  req->relay_dest = h.addrs;
+  req->relay_origin = relay_.host_id();
   if (plan.kind == relay::PlanKind::kRdma) {
     std::string why;
     pc->rdma = rdma_.open_relay_sender(plan.first.local.addr, plan.first.peer_addr, traffic_class,
@@ -539,8 +541,6 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
       pc->relay_rdma = true;
       pc->relay_host = plan.first.route;
       req->ndata = 0;
-      req->relay_dest = h.addrs;
-      req->relay_origin = relay_.host_id();
       // The QPs are on the cable to this relay host: every attempt goes there.
       req->relay = handshake::rdma_relay_resolver(plan.first);
       MESH_INFO(NCCL_NET, "connect: %s", plan.message.c_str());
@@ -558,8 +558,6 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
       break;
   }
   MESH_INFO(NCCL_NET, "connect: %s", plan.message.c_str());
-  req->relay_dest = h.addrs;
-  req->relay_origin = relay_.host_id();
   req->relay = handshake::tcp_relay_resolver(&relay_, h.addrs, since_ms);
   req->ndata = tcp::plan_data_streams(tcp_.streams, 1);
   return RelayPlan::kOk;

@@ -26,7 +26,6 @@ ConnectPlan without_rdma(const RelayNeeds& n, const std::vector<Ipv4Prefix>& des
   if (!needs_rdma(n)) return tcp_plan(dest, why);
   ConnectPlan p;
   p.kind = PlanKind::kFail;
-  p.message = why;
   MESH_WARN(
       "connect: the peer (%s) shares no subnet with this host and RDMA relay is impossible: "
       "%s. %s",
@@ -51,7 +50,6 @@ ConnectPlan plan_relayed_connect(const RelayNeeds& n, const std::vector<Ipv4Pref
   ConnectPlan p;
   if (!n.relay_on) {
     p.kind = PlanKind::kFail;
-    p.message = n.relay_off;
     MESH_WARN(
         "connect: no common subnet with the peer (it advertises %s; local subnets: %s) and "
         "relaying is %s. Check the cabling and addresses or NCCL_MESH_IFNAME, or allow relaying "
@@ -68,7 +66,6 @@ ConnectPlan plan_relayed_connect(const RelayNeeds& n, const std::vector<Ipv4Pref
       return p;
     case HopStatus::kFail:
       p.kind = PlanKind::kFail;
-      p.message = why;
       MESH_WARN("connect: no route to the peer (%s) through neighbours: %s",
                 describe_prefixes(dest).c_str(), why.c_str());
       return p;

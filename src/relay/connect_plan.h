@@ -35,7 +35,7 @@ struct RelayNeeds {
 
 enum class PlanKind {
   kWait,  // no route yet: connect() returns no comm and NCCL calls again
-  kFail,  // `message` is the WARN
+  kFail,  // the WARN is logged (see the top of this file)
   kRdma,  // open the RDMA sender on `first` (its local address and relay host)
   kTcp,   // relay over TCP through the agents (the hop is resolved per stream)
 };
@@ -43,7 +43,7 @@ enum class PlanKind {
 struct ConnectPlan {
   PlanKind kind = PlanKind::kFail;
   FirstHop first;       // kRdma: the first cable and relay host
-  std::string message;  // kFail: why (the WARN is logged); kRdma/kTcp: the INFO line
+  std::string message;  // kRdma/kTcp: the INFO line the caller logs
 };
 
 // The route towards `dest` for an RDMA relay (Agent::route_for_rdma with the connection's
