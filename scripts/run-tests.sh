@@ -17,16 +17,20 @@ lanes=("$@")
 [ ${#lanes[@]} -eq 0 ] && lanes=(release asan tsan fuzz softroce arm64)
 jobs=$(nproc)
 status=0
+san_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 run_lane() {
   local lane=$1 dir=build-ci-$1 args=() labels=""
   case $lane in
     # -U: every suite of the current default MESH_SUBDIRS, also in a tree configured before a
     # suite (tests/install) was added to it.
     release) args=(-DCMAKE_BUILD_TYPE=Release -UMESH_SUBDIRS) ;;
-    asan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=address
+    # The sanitizer lanes build at -O1 with line tables only (-g1: file:line in reports):
+    # ASan+UBSan at -O2 -g took 9 of the run's minutes to build, -O1 -g1 about half per file
+    # (src/tools/bench/main.cc: 22.8 s -> 11.0 s); -O1 is what the sanitizers' docs advise.
+    asan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=address "${san_flags[@]}"
                 "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/gin;tests/soak;src/tools/bench;tests/bench;tests/netns")
           labels="unit|conformance|soak|netns" ;;
-    tsan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=thread
+    tsan) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=thread "${san_flags[@]}"
                 "-DMESH_SUBDIRS=tests/unit;tests/conformance;tests/gin;tests/soak;src/tools/bench;tests/bench;tests/netns")
           labels="unit|conformance|soak|netns" ;;
     fuzz) echo "=== lane fuzz"; scripts/run-fuzz.sh "${MESH_FUZZ_SECONDS:-20}"; return ;;
@@ -57,19 +61,50 @@ run_lane() {
     *) echo "unknown lane $lane" >&2; return 2 ;;
   esac
   echo "=== lane $lane: configure and build"
-  cmake -S . -B "$dir" "${args[@]}" >/dev/null
-  cmake --build "$dir" -j"$jobs"
+  cmake -S . -B "$dir" "${args[@]}" >/dev/null || return
+  cmake --build "$dir" -j"$jobs" || return
   echo "=== lane $lane: test"
   local ctest_args=(--test-dir "$dir" --output-on-failure --timeout 900)
   # Sanitizer lanes leave out the tests labelled x86-release-only (the reason is by each).
   [ -n "$labels" ] && ctest_args+=(-L "$labels" -LE x86-release-only)
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest "${ctest_args[@]}"
+  local env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+             TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
+  env "${env[@]}" ctest "${ctest_args[@]}" && return 0
+  # Up to 3 failed tests run once more, alone (as the Soft-RoCE lane does): a test that then
+  # passes is reported as FLAKY in the summary (by name, never silently); more failures, or one
+  # that fails again, fail the lane.
+  local failed=$dir/Testing/Temporary/LastTestsFailed.log
+  [ -s "$failed" ] && [ "$(wc -l <"$failed")" -le 3 ] || return 1
+  echo "=== lane $lane: rerunning alone: $(cut -d: -f2- "$failed" | tr '\n' ' ')"
+  local names; names=$(cut -d: -f2- "$failed" | tr '\n' ' ')
+  env "${env[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 --rerun-failed || return 1
+  echo "lane $lane: FLAKY, failed once and passed alone: $names" >>build-ci-logs/flaky.txt
 }
+# Each lane's output goes to the console and to build-ci-logs/<lane>.log. CI keeps only the
+# tail of the console, so the run ends with a summary: each lane's verdict and time, and for a
+# lane that failed the lines of its log that say what failed (a failed lane's details are
+# otherwise hundreds of lines above the tail).
+mkdir -p build-ci-logs
+rm -f build-ci-logs/flaky.txt
+summary=()
 for lane in "${lanes[@]}"; do
-  if ! run_lane "$lane"; then
+  log=build-ci-logs/$lane.log t0=$(date +%s)
+  if run_lane "$lane" 2>&1 | tee "$log"; then
+    summary+=("lane $lane: PASS in $(($(date +%s) - t0)) s")
+  else
     echo "=== lane $lane FAILED"
+    summary+=("lane $lane: FAILED in $(($(date +%s) - t0)) s (log: $log)")
     status=1
   fi
+done
+echo "=== run-tests summary"
+printf '    %s\n' "${summary[@]}"
+[ -s build-ci-logs/flaky.txt ] && sed 's/^/    /' build-ci-logs/flaky.txt
+for lane in "${lanes[@]}"; do
+  grep -q "^lane $lane: FAILED" < <(printf '%s\n' "${summary[@]}") || continue
+  echo "=== lane $lane: what failed (from build-ci-logs/$lane.log)"
+  grep -aE 'tests FAILED|\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)|\*\*\*(Failed|Timeout)|: Failure$|^\[  FAILED  \]|error:|CRASH|FAIL|ERROR: (Address|Undefined|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error' \
+    "build-ci-logs/$lane.log" | grep -v 'tests passed' | cut -c1-240 | tail -40
 done
 exit $status

@@ -66,6 +66,11 @@ CURRENT_CASE = ""
 # topologies (attribution) and would cost ~10 more minutes per lane.
 SANITIZER_CASES = ["triangle-bench3", "dual-link", "fault-setup", "fault-kill", "fault-cut-restore",
                    "fault-stall", "fault-flood", "ring4", "relay-fault-kill", "relay-auth"]
+# TSan looks for races between threads, not for what a timeout does: the cases whose point is
+# a timer (a stopped peer, a cut that is restored, a setup that times out) and the relay's kill
+# case (its threads are the ones relay-auth and ring4 already run) are left to ASan and the
+# release lane. They took 104 s of the TSan lane (CI time, issue 29's 70-minute budget).
+TSAN_SKIPS = {"fault-stall", "fault-cut-restore", "fault-setup", "relay-fault-kill"}
 ROWS_FILE = ""           # BUILD/netns-logs/reliability.jsonl (set in main)
 LANE = "release"         # the build's sanitizer lane: release, asan or tsan
 RUN_ID = ""              # this run of the case: rows of older runs are superseded by it
@@ -2037,12 +2042,13 @@ def main() -> int:
     ap.add_argument("--build", help="build directory (holds libnccl-net-mesh.so)")
     ap.add_argument("--prefix", default=os.environ.get("MESH_TOPO_PREFIX", f"nm-t{os.getpid()}-"))
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--sanitizer", action="store_true",
-                    help="with --list: only the cases the sanitizer lanes run")
+    ap.add_argument("--sanitizer", choices=["address", "thread"],
+                    help="with --list: only the cases that sanitizer's lane runs")
     ap.add_argument("case", nargs="?")
     a = ap.parse_args()
     if a.list:
-        print("\n".join(c for c in CASES if not a.sanitizer or c in SANITIZER_CASES))
+        print("\n".join(c for c in CASES if not a.sanitizer or (
+            c in SANITIZER_CASES and not (a.sanitizer == "thread" and c in TSAN_SKIPS))))
         return 0
     if a.case not in CASES or not a.build:
         ap.error(f"need --build and one case of: {', '.join(CASES)}")

@@ -22,7 +22,7 @@
 #      LANE_MTU of the test veths (default 9000: RoCE MTU 4096, as on jumbo-frame cables; at
 #      1500 rxe under TCG loses and retransmits much more and the lane takes longer);
 #      LANE_ASAN_BUILD an ASan+UBSan tree (MESH_SANITIZE=address) with the plugin and the
-#      conformance suite: one more pair VM runs the suite's v11 tests with it (RDMA code under
+#      conformance suite: one more pair VM runs the suite's v11 tests (but ReadyTest) with it (RDMA code under
 #      the sanitizers: the host has no RDMA device, so its sanitizer lanes cover TCP only);
 #      SOFTROCE_LAB (work dir, default ${XDG_CACHE_HOME:-$HOME/.cache}/softroce-lab).
 set -uo pipefail
@@ -94,12 +94,15 @@ if [ -n "${LANE_ASAN_BUILD:-}" ]; then
     echo "=== softroce lane: LANE_ASAN_BUILD=$ABUILD lacks the plugin or the conformance suite" >&2
     step vm-pair-asan 2 0.0
   else
-    echo "=== softroce lane: VM pair, ASan+UBSan build ($ABUILD), v11 tests"
+    # v11 tests but ReadyTest: its point is how soon a late connector's first message arrives
+    # (a timer, not memory), and under ASan in the VM it took 110 of the step's 290 s; dual and
+    # mesh3 run it without the sanitizer.
+    echo "=== softroce lane: VM pair, ASan+UBSan build ($ABUILD), v11 tests but ReadyTest"
     t=$(date +%s.%N)
     "$HERE/run-softroce.sh" -n pair -M "$MTU" -t "$VM_TIMEOUT" \
       -f "$A_SO" -f "$A_TEST" -f "$A_PEER" -f "$HERE/guest/lane.sh" \
       -e "LANE_TRANSPORT=$TRANSPORT" -e LANE_SANITIZER=address -e LANE_SKIP_BW=1 \
-      -e 'LANE_GTEST_FILTER=*/v11' -- 'bash /guest/lane.sh'
+      -e 'LANE_GTEST_FILTER=*/v11-Plugin/ReadyTest.*' -- 'bash /guest/lane.sh'
     step vm-pair-asan $? "$(since "$t")"
   fi
 fi
