@@ -184,6 +184,14 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
       retry_busy();
       return;
     }
+    if (code == relay::ReplyCode::kNoRdmaRelay || code == relay::ReplyCode::kNoRdmaOnCable) {
+      // Not transient: the relay host's cables and RDMA ports do not change while the connect
+      // waits, and an RDMA relay's QPs are on the cable to this relay host (every attempt goes
+      // there). Fail now with the relay host's reason instead of at the connect deadline.
+      fail_outgoing(outgoing, "the relay host " + out->relay_route + " " +
+                                  relay::relay_reply_text(code) + " (see that host's log)");
+      return;
+    }
     if (code != relay::ReplyCode::kOk) {
       retry(std::string("a relay agent on the route ") + relay::relay_reply_text(code) +
             " (first hop " + out->relay_route + "; see that host's log)");

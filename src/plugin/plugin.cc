@@ -176,6 +176,8 @@ void Plugin::start_relay_agent() {
     forwarder_.configure(rdma::forwarder_options(s));
     rdma::RelayForwarder* fw = &forwarder_;
     cfg.rdma_forward = [fw](relay::RdmaHandoff& h, std::string* w) { return fw->adopt(h, w); };
+    const rdma::RdmaTransport* t = &rdma_;
+    cfg.rdma_usable_at = [t](uint32_t local) { return t->usable_address(local); };
   }
   if (!relay_.start(cfg, &why)) {
     MESH_WARN(

@@ -904,6 +904,18 @@ void Agent::route_request(Pending* p, int64_t now) {
                        "interfaces of its relay agent");
         return;
       }
+      // The forward writes to the destination over this cable: RDMA on the connector's cable
+      // alone is not enough (issue 26 item 5: say which cable has none).
+      if (req.rdma && config_.rdma_usable_at && !config_.rdma_usable_at(local.addr)) {
+        std::string name;
+        for (const auto& itf : config_.interfaces)
+          if (itf.addr.addr == local.addr) name = itf.name + " ";
+        finish_pending(p, ReplyCode::kNoRdmaOnCable,
+                       "RDMA relay asked, but this host's cable to the destination (local " + name +
+                           format_ipv4(local.addr) + " -> " + format_ipv4(peer) +
+                           ") has no usable RDMA port");
+        return;
+      }
     } else if (req.rdma) {
       // The forwarder writes to the destination itself: it must share a cable with it.
       finish_pending(p, ReplyCode::kNoRdmaRelay,

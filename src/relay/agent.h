@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,9 @@ struct AgentConfig {
   // destination, has connected to it. Unset (no usable RDMA here): such requests are answered
   // kNoRdmaRelay.
   RdmaForwardHook rdma_forward;
+  // Whether this local mesh address has a usable RDMA port (the cable an RDMA forward would
+  // write to the destination on). Unset: every address of a host with rdma_forward has one.
+  std::function<bool(uint32_t local_addr)> rdma_usable_at;
   // The local socket also admits processes of this group (-1: only this user and root).
   long allowed_gid = -1;
   // Cluster key (relay/cluster_key.h): beacons signed and verified with it. Empty: none.

@@ -135,7 +135,7 @@ void encode_relay_reply(ReplyCode code, uint8_t* out) {
 bool decode_relay_reply(const uint8_t* in, ReplyCode* out) {
   if (in[0] != 'M' || in[1] != 'R' || in[2] != 'P') return false;
   if (in[3] < static_cast<uint8_t>(ReplyCode::kOk) ||
-      in[3] > static_cast<uint8_t>(ReplyCode::kBadProof))
+      in[3] > static_cast<uint8_t>(ReplyCode::kNoRdmaOnCable))
     return false;
   *out = static_cast<ReplyCode>(in[3]);
   return true;
@@ -162,6 +162,9 @@ const char* relay_reply_text(ReplyCode code) {
       return "(the destination host's relay agent) refused: no plugin listener of that host is "
              "registered for that port and handle (the listener closed, or its process could "
              "not reach the host's relay agent: see that host's log)";
+    case ReplyCode::kNoRdmaOnCable:
+      return "cannot forward RDMA to the destination: its own cable to the destination has no "
+             "usable RDMA port (run nccl-mesh-doctor there)";
     case ReplyCode::kBadProof:
       return "(the destination host's relay agent) refused: the request does not prove it holds "
              "the listener's handle, or is stale or replayed (are the hosts' clocks within "

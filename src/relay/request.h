@@ -83,17 +83,19 @@ bool decode_request(const uint8_t* in, RelayRequest* out, std::string* why);
 bool verify_proof(const uint8_t* in, const Sha256& key);
 
 enum class ReplyCode : uint8_t {
-  kOk = 1,             // connected to the destination's handshake port: the hello comes next
-  kNoRoute = 2,        // no path to the destination in this agent's cable graph
-  kHopLimit = 3,       // the path is longer than the hop limit allows
-  kBusy = 4,           // the agent carries its maximum of relayed sockets
-  kMalformed = 5,      // the request failed validation
-  kConnectFailed = 6,  // the onward connect (next agent or destination) failed
-  kNoRdmaRelay = 7,    // RDMA asked, but this agent is not next to the destination or cannot
-                       // forward RDMA (no usable RDMA port on both cables)
-  kNotRegistered = 8,  // the destination's host has no plugin listener on that port with tag
-  kBadProof = 9,       // the request does not prove it holds the listener's handle (or is
-                       // stale or replayed)
+  kOk = 1,              // connected to the destination's handshake port: the hello comes next
+  kNoRoute = 2,         // no path to the destination in this agent's cable graph
+  kHopLimit = 3,        // the path is longer than the hop limit allows
+  kBusy = 4,            // the agent carries its maximum of relayed sockets
+  kMalformed = 5,       // the request failed validation
+  kConnectFailed = 6,   // the onward connect (next agent or destination) failed
+  kNoRdmaRelay = 7,     // RDMA asked, but this agent is not next to the destination or cannot
+                        // forward RDMA (no usable RDMA port on both cables)
+  kNotRegistered = 8,   // the destination's host has no plugin listener on that port with tag
+  kBadProof = 9,        // the request does not prove it holds the listener's handle (or is
+                        // stale or replayed)
+  kNoRdmaOnCable = 10,  // RDMA asked; this agent is next to the destination and forwards RDMA,
+                        // but its own cable to the destination has no usable RDMA port
 };
 
 void encode_relay_reply(ReplyCode code, uint8_t* out);

@@ -276,6 +276,51 @@ TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
   agents[1].stop();  // before `taken` and `calls` go out of scope
 }
 
+// Issue 26 item 5: RDMA on the connector's cable to the relay host is not enough, the relay
+// host writes to the destination over its own cable; without a usable RDMA port there it says
+// so (kNoRdmaOnCable) before connecting anywhere, and the forwarder never sees the request.
+TEST_F(RelayAgentTest, RdmaRequestsAreRefusedWhenTheCableToTheDestinationHasNoRdma) {
+  FirstHop hop;
+  ASSERT_TRUE(converge(&hop));
+  uint16_t port = 0;
+  UniqueFd listener = listen_on(*parse_ipv4("127.77.0.6"), &port);
+  register_listener(2, port);
+  agents[1].stop();
+  std::atomic<int> calls{0};
+  std::atomic<int> asked{0};
+  std::atomic<uint32_t> asked_addr{0};
+  AgentConfig cfg = config_for(1, 3);
+  cfg.rdma_forward = [&](RdmaHandoff&, std::string* why) {
+    ++calls;
+    *why = "test: must not be called";
+    return false;
+  };
+  // Agent 1's cable to agent 0 (127.77.0.2) has RDMA, its cable to the destination does not.
+  cfg.rdma_usable_at = [&](uint32_t local) {
+    asked_addr = local;
+    ++asked;
+    return local == *parse_ipv4("127.77.0.2");
+  };
+  std::string why;
+  ASSERT_TRUE(agents[1].start(cfg, &why)) << why;
+  RelayRequest req;
+  req.port = port;
+  req.rdma = true;
+  req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
+  uint8_t b[kRequestSize];
+  encode_for(req, b);
+  UniqueFd c = connect_to(*parse_ipv4("127.77.0.1"), *parse_ipv4("127.77.0.2"), test_port());
+  ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
+  EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kNoRdmaOnCable));
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_EQ(asked.load(), 1);
+  EXPECT_EQ(asked_addr.load(), *parse_ipv4("127.77.0.5"));  // the cable to the destination
+  // Nothing reached the destination's listener.
+  pollfd p{listener.get(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 200), 0);
+  agents[1].stop();  // before `calls` and `asked` go out of scope
+}
+
 // The open-proxy fix (docs/relay.md, threat model): the destination host's agent connects only
 // to a listener registered by a plugin process of its host, for a request that proves it holds
 // that listener's handle, once; a service that is not a plugin listener is never reached.

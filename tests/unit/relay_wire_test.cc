@@ -374,14 +374,14 @@ TEST(RelayReply, OnlyKnownCodesDecode) {
   uint8_t b[kRelayReplySize];
   for (auto c : {ReplyCode::kOk, ReplyCode::kNoRoute, ReplyCode::kHopLimit, ReplyCode::kBusy,
                  ReplyCode::kMalformed, ReplyCode::kConnectFailed, ReplyCode::kNoRdmaRelay,
-                 ReplyCode::kNotRegistered, ReplyCode::kBadProof}) {
+                 ReplyCode::kNotRegistered, ReplyCode::kBadProof, ReplyCode::kNoRdmaOnCable}) {
     encode_relay_reply(c, b);
     ReplyCode back;
     ASSERT_TRUE(decode_relay_reply(b, &back));
     EXPECT_EQ(back, c);
     EXPECT_STRNE(relay_reply_text(c), "answered an unknown code");
   }
-  for (int bad : {0, 10, 255}) {
+  for (int bad : {0, 11, 255}) {
     encode_relay_reply(ReplyCode::kOk, b);
     b[3] = static_cast<uint8_t>(bad);
     ReplyCode back;

@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
     cfg.rdma_forward = [&forwarder](relay::RdmaHandoff& h, std::string* w) {
       return forwarder.adopt(h, w);
     };
+    cfg.rdma_usable_at = [&rdma](uint32_t local) { return rdma.usable_address(local); };
   }
   relay::Agent agent;
   if (!agent.start(cfg, &why)) {
