@@ -55,6 +55,15 @@ void encode_for(RelayRequest req, uint8_t* b, const uint8_t* nonce = kNonce) {
   encode_request(req, relay_listener_key(nonce, 16), b);
 }
 
+// An RDMA relay request for `port` on rank 2 (127.77.0.6).
+RelayRequest rdma_request_for(uint16_t port) {
+  RelayRequest req;
+  req.port = port;
+  req.rdma = true;
+  req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
+  return req;
+}
+
 // A TCP listener on `addr` (an ephemeral port) standing in for a handshake port.
 UniqueFd listen_on(uint32_t addr, uint16_t* port) {
   UniqueFd l(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -209,10 +218,7 @@ TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
   uint16_t port = 0;
   UniqueFd listener = listen_on(*parse_ipv4("127.77.0.6"), &port);
   register_listener(2, port);
-  RelayRequest req;
-  req.port = port;
-  req.rdma = true;
-  req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
+  RelayRequest req = rdma_request_for(port);
   uint8_t b[kRequestSize];
   encode_for(req, b);
   const uint32_t me = *parse_ipv4("127.77.0.1"), relay = *parse_ipv4("127.77.0.2");
@@ -303,10 +309,7 @@ TEST_F(RelayAgentTest, RdmaRequestsAreRefusedWhenTheCableToTheDestinationHasNoRd
   };
   std::string why;
   ASSERT_TRUE(agents[1].start(cfg, &why)) << why;
-  RelayRequest req;
-  req.port = port;
-  req.rdma = true;
-  req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
+  RelayRequest req = rdma_request_for(port);
   uint8_t b[kRequestSize];
   encode_for(req, b);
   UniqueFd c = connect_to(*parse_ipv4("127.77.0.1"), *parse_ipv4("127.77.0.2"), test_port());
