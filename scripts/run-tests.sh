@@ -76,8 +76,8 @@ run_lane() {
   # that fails again, fail the lane.
   local failed=$dir/Testing/Temporary/LastTestsFailed.log
   [ -s "$failed" ] && [ "$(wc -l <"$failed")" -le 3 ] || return 1
-  echo "=== lane $lane: rerunning alone: $(cut -d: -f2- "$failed" | tr '\n' ' ')"
   local names; names=$(cut -d: -f2- "$failed" | tr '\n' ' ')
+  echo "=== lane $lane: rerunning alone: $names"
   env "${env[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 --rerun-failed || return 1
   echo "lane $lane: FLAKY, failed once and passed alone: $names" >>build-ci-logs/flaky.txt
 }

@@ -888,9 +888,11 @@ void Agent::route_request(Pending* p, int64_t now) {
     port = req.port;
   } else {
     // Next to the destination: its own host's agent (on the shared subnet) is the last hop.
+    const topology::Interface* cable = nullptr;  // this host's end of the cable to it
     for (const Ipv4Prefix& d : req.dest) {
       for (const auto& itf : config_.interfaces) {
         if (peer == 0 && itf.addr.prefix == d.prefix && in_subnet(itf.addr, d.addr)) {
+          cable = &itf;
           local = itf.addr;
           peer = d.addr;
         }
@@ -907,13 +909,10 @@ void Agent::route_request(Pending* p, int64_t now) {
       // The forward writes to the destination over this cable: RDMA on the connector's cable
       // alone is not enough (issue 26 item 5: say which cable has none).
       if (req.rdma && config_.rdma_usable_at && !config_.rdma_usable_at(local.addr)) {
-        std::string name;
-        for (const auto& itf : config_.interfaces)
-          if (itf.addr.addr == local.addr) name = itf.name + " ";
         finish_pending(p, ReplyCode::kNoRdmaOnCable,
-                       "RDMA relay asked, but this host's cable to the destination (local " + name +
-                           format_ipv4(local.addr) + " -> " + format_ipv4(peer) +
-                           ") has no usable RDMA port");
+                       "RDMA relay asked, but this host's cable to the destination (local " +
+                           cable->name + " " + format_ipv4(local.addr) + " -> " +
+                           format_ipv4(peer) + ") has no usable RDMA port");
         return;
       }
     } else if (req.rdma) {
