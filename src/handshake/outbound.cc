@@ -185,11 +185,14 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
       return;
     }
     if (code == relay::ReplyCode::kNoRdmaRelay || code == relay::ReplyCode::kNoRdmaOnCable) {
-      // Not transient: the relay host's cables and RDMA ports do not change while the connect
+      // Not transient: the relay hosts' cables and RDMA ports do not change while the connect
       // waits, and an RDMA relay's QPs are on the cable to this relay host (every attempt goes
-      // there). Fail now with the relay host's reason instead of at the connect deadline.
-      fail_outgoing(outgoing, "the relay host " + out->relay_route + " " +
-                                  relay::relay_reply_text(code) + " (see that host's log)");
+      // there). Fail now with the reason instead of at the connect deadline. On a chain the
+      // refusal may come from a later relay host, passed back unchanged: its log names it.
+      fail_outgoing(outgoing, "a relay host of the route (first hop " + out->relay_route + ") " +
+                                  relay::relay_reply_text(code) +
+                                  " (see the relay hosts' logs: the one that refused names the "
+                                  "cable)");
       return;
     }
     if (code != relay::ReplyCode::kOk) {

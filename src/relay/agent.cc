@@ -121,7 +121,8 @@ struct Agent::Pending {
   RelayRequest req;
   bool have_request = false;
   bool last_hop = false;     // this host is the destination's: connecting to its listener
-  bool await_reply = false;  // RDMA next to the destination: reading its agent's answer
+  bool await_reply = false;  // RDMA: reading the next agent's answer
+  bool down_relay = false;   // RDMA, not next to the destination: the next hop forwards too
   uint8_t reply[kRelayReplySize] = {};
   size_t reply_got = 0;
   bool dead = false;
@@ -721,7 +722,7 @@ void Agent::on_down_reply(Pending* p) {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (n <= 0) {
       finish_pending(p, ReplyCode::kConnectFailed,
-                     "the destination's relay agent at " + p->to + " closed without answering");
+                     "the next relay agent at " + p->to + " closed without answering");
       return;
     }
     p->reply_got += static_cast<size_t>(n);
@@ -730,9 +731,7 @@ void Agent::on_down_reply(Pending* p) {
   ReplyCode code;
   if (!decode_relay_reply(p->reply, &code)) {
     finish_pending(p, ReplyCode::kConnectFailed,
-                   "the destination's relay port " + p->to +
-                       " answered bytes that are not a "
-                       "relay reply");
+                   "the next relay port " + p->to + " answered bytes that are not a relay reply");
     return;
   }
   if (code != ReplyCode::kOk) {
@@ -852,8 +851,9 @@ void Agent::on_pending(Pending* p, bool downstream, uint32_t events, int64_t now
   }
   if (!(events & EPOLLOUT)) return;
   if (p->req.rdma && !p->last_hop) {
-    // Next to the destination with the RDMA flag: the destination host's agent must admit the
-    // socket (registration, proof) before the forwarder takes it.
+    // RDMA: the next agent must answer first. Next to the destination, that is the destination
+    // host's agent (registration, proof); on a chain, the next relay host's forwarder, once
+    // everything beyond it answered. Its refusal goes back to the connector unchanged.
     uint8_t b[kRequestSize];
     reencode_request(p->buf, static_cast<uint8_t>(p->req.hop_limit - 1), b);
     if (send(p->down.get(), b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT) !=
@@ -888,46 +888,29 @@ void Agent::route_request(Pending* p, int64_t now) {
     port = req.port;
   } else {
     // Next to the destination: its own host's agent (on the shared subnet) is the last hop.
-    const topology::Interface* cable = nullptr;  // this host's end of the cable to it
     for (const Ipv4Prefix& d : req.dest) {
       for (const auto& itf : config_.interfaces) {
         if (peer == 0 && itf.addr.prefix == d.prefix && in_subnet(itf.addr, d.addr)) {
-          cable = &itf;
           local = itf.addr;
           peer = d.addr;
         }
       }
     }
-    if (peer != 0) {
-      port = config_.port;
-      if (req.rdma && !config_.rdma_forward) {
-        finish_pending(p, ReplyCode::kNoRdmaRelay,
-                       "RDMA relay asked, but this host has no usable RDMA port on the mesh "
-                       "interfaces of its relay agent");
-        return;
-      }
-      // The forward writes to the destination over this cable: RDMA on the connector's cable
-      // alone is not enough (issue 26 item 5: say which cable has none).
-      if (req.rdma && config_.rdma_usable_at && !config_.rdma_usable_at(local.addr)) {
-        finish_pending(p, ReplyCode::kNoRdmaOnCable,
-                       "RDMA relay asked, but this host's cable to the destination (local " +
-                           cable->name + " " + format_ipv4(local.addr) + " -> " +
-                           format_ipv4(peer) + ") has no usable RDMA port");
-        return;
-      }
-    } else if (req.rdma) {
-      // The forwarder writes to the destination itself: it must share a cable with it.
-      finish_pending(p, ReplyCode::kNoRdmaRelay,
-                     "RDMA relay asked for a destination this host has no cable to (RDMA relay "
-                     "crosses one relay host)");
-      return;
-    }
+    if (peer != 0) port = config_.port;
+  }
+  if (req.rdma && !p->last_hop && !config_.rdma_forward) {
+    finish_pending(p, ReplyCode::kNoRdmaRelay,
+                   "RDMA relay asked, but this host has no usable RDMA port on the mesh "
+                   "interfaces of its relay agent");
+    return;
   }
   if (req.hop_limit == 0 && !p->last_hop) {
     finish_pending(p, ReplyCode::kHopLimit, "hop limit reached before the destination");
     return;
   }
   if (peer == 0) {
+    // A middle hop: a TCP splice, or a chained RDMA forward (this host's forwarder writes into
+    // the next relay host's staging slots, docs/relay.md "RDMA relay").
     Route r;
     std::string why;
     std::vector<HostEntry> hosts;
@@ -943,6 +926,21 @@ void Agent::route_request(Pending* p, int64_t now) {
     local = hop.local;
     peer = hop.peer_addr;
     port = config_.port;
+    p->down_relay = req.rdma;
+  }
+  // The forward writes over this host's next cable: RDMA on the connector's cable alone is not
+  // enough (issue 26 item 5, on every cable of a chain: say which cable has none).
+  if (req.rdma && !p->last_hop && config_.rdma_usable_at && !config_.rdma_usable_at(local.addr)) {
+    std::string name;
+    for (const auto& itf : config_.interfaces) {
+      if (itf.addr.addr == local.addr) name = itf.name + " ";
+    }
+    finish_pending(p, ReplyCode::kNoRdmaOnCable,
+                   "RDMA relay asked, but this host's cable to the " +
+                       std::string(p->down_relay ? "next relay host" : "destination") + " (local " +
+                       name + format_ipv4(local.addr) + " -> " + format_ipv4(peer) +
+                       ") has no usable RDMA port");
+    return;
   }
   p->to = format_ipv4(peer) + ":" + std::to_string(port);
   p->down_local = local.addr;
@@ -970,7 +968,8 @@ void Agent::hand_to_rdma(Pending* p) {
   RdmaHandoff h;
   h.down_local = p->down_local;
   h.down_peer = p->down_peer;
-  h.what = p->from + " -> " + p->to;
+  h.down_relay = p->down_relay;
+  h.what = p->from + " -> " + p->to + (p->down_relay ? " (next relay)" : "");
   h.up = std::move(p->up);
   h.down = std::move(p->down);
   std::string why;

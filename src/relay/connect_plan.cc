@@ -72,16 +72,13 @@ ConnectPlan plan_relayed_connect(const RelayNeeds& n, const std::vector<Ipv4Pref
     case HopStatus::kOk:
       break;
   }
-  // RDMA relay opens its QPs on the first cable and crosses exactly one relay host.
+  // RDMA relay opens its QPs on the first cable; routes of any length (within the relay
+  // request's hop limit) chain relay hosts, each of which checks its own next cable.
   if (p.first.via_local_agent)
     return without_rdma(n, dest,
                         "this process is not its host's relay agent (another plugin process is), "
                         "and the route, which RDMA needs to pick its cable, is known to the agent "
                         "only");
-  if (p.first.cables != 2)
-    return without_rdma(n, dest,
-                        "the route is " + std::to_string(p.first.cables) +
-                            " cables long and RDMA relay crosses one relay host");
   if (!rdma_usable_at(p.first.local.addr))
     return without_rdma(n, dest,
                         "the cable to the relay host (local " + format_ipv4(p.first.local.addr) +

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// How to reach a peer that shares no subnet with this host (docs/relay.md): RDMA through one
-// relay host where the route and both cables allow it, else TCP through the relay agents, or
+// How to reach a peer that shares no subnet with this host (docs/relay.md): RDMA through the
+// route's relay hosts where the first cable allows it (each relay host checks its own next
+// cable and refuses otherwise), else TCP through the relay agents, or
 // no way at all. The plugin (the orchestrator) fills RelayNeeds from its settings and the
 // peer's handle, asks plan_relayed_connect, and only carries the plan out: it opens the RDMA
 // sender on the first cable (transport layer) or gives the handshake the TCP hop resolver.

@@ -156,15 +156,16 @@ const char* relay_reply_text(ReplyCode code) {
     case ReplyCode::kConnectFailed:
       return "could not connect onward (next relay or the destination's handshake port)";
     case ReplyCode::kNoRdmaRelay:
-      return "cannot forward RDMA to the destination (it is not next to it, or it has no "
-             "usable RDMA port on both cables: run nccl-mesh-doctor there)";
+      return "cannot forward RDMA (its relay agent has no usable RDMA port on the mesh "
+             "interfaces: run nccl-mesh-doctor there)";
     case ReplyCode::kNotRegistered:
       return "(the destination host's relay agent) refused: no plugin listener of that host is "
              "registered for that port and handle (the listener closed, or its process could "
              "not reach the host's relay agent: see that host's log)";
     case ReplyCode::kNoRdmaOnCable:
-      return "cannot forward RDMA to the destination: its own cable to the destination has no "
-             "usable RDMA port (run nccl-mesh-doctor there)";
+      return "cannot forward RDMA: its own cable to the next host of the route (the destination "
+             "or the next relay host) has no usable RDMA port (its log names the cable; run "
+             "nccl-mesh-doctor there)";
     case ReplyCode::kBadProof:
       return "(the destination host's relay agent) refused: the request does not prove it holds "
              "the listener's handle, or is stale or replayed (are the hosts' clocks within "

@@ -89,13 +89,13 @@ enum class ReplyCode : uint8_t {
   kBusy = 4,            // the agent carries its maximum of relayed sockets
   kMalformed = 5,       // the request failed validation
   kConnectFailed = 6,   // the onward connect (next agent or destination) failed
-  kNoRdmaRelay = 7,     // RDMA asked, but this agent is not next to the destination or cannot
-                        // forward RDMA (no usable RDMA port on both cables)
+  kNoRdmaRelay = 7,     // RDMA asked, but this relay host cannot forward RDMA (its agent has
+                        // no RDMA forwarder: no usable RDMA port on its mesh interfaces)
   kNotRegistered = 8,   // the destination's host has no plugin listener on that port with tag
   kBadProof = 9,        // the request does not prove it holds the listener's handle (or is
                         // stale or replayed)
-  kNoRdmaOnCable = 10,  // RDMA asked; this agent is next to the destination and forwards RDMA,
-                        // but its own cable to the destination has no usable RDMA port
+  kNoRdmaOnCable = 10,  // RDMA asked; this relay host forwards RDMA, but its own next cable
+                        // (to the destination or the next relay host) has no usable RDMA port
 };
 
 void encode_relay_reply(ReplyCode code, uint8_t* out);

@@ -45,7 +45,9 @@
 #                         plus a line A-B-C of its own: srlab<->srlba
 #                         198.18.5.1/30-198.18.5.2/30 and srlbc<->srlcb
 #                         198.18.5.5/30-198.18.5.6/30 (rxe_lab, rxe_lba,
-#                         rxe_lbc, rxe_lcb): A and C share no subnet there
+#                         rxe_lbc, rxe_lcb): A and C share no subnet there;
+#                         and D beyond C: srlcd<->srldc 198.18.5.9/30-
+#                         198.18.5.10/30 (rxe_lcd, rxe_ldc): a line of four
 #   -t SECS    wall-clock limit for the VM (default 1800)
 #   -m MEM     guest RAM (default 2G);  -s N  guest vCPUs (default 2)
 #   -M MTU     MTU of the test veths (default 1500; rxe's RoCE MTU follows: 9000 -> 4096)
@@ -57,7 +59,7 @@
 # Inside the guest, /guest/softroce-env.sh (already sourced) exports
 # SOFTROCE_* variables describing devices, IPs and RoCE v2 GID indexes:
 #   SOFTROCE_TOPO, SOFTROCE_<L>_{A,B}_{DEV,IP,NETDEV,GID} with L = PAIR
-#   (pair) or AB, AC, BC, LINE_AB, LINE_BC (mesh3); e.g. SOFTROCE_AB_B_DEV=rxe_ba,
+#   (pair) or AB, AC, BC, LINE_AB, LINE_BC, LINE_CD (mesh3); e.g. SOFTROCE_AB_B_DEV=rxe_ba,
 #   _GID=1; SOFTROCE_<L>_PREFIX is the prefix length (24, or 30 on the line).
 # All devices sit in the guest's initial netns (6.1's rxe does not work in
 # other netns); ibv_rc_pingpong & co. can use 127.0.0.1 for their TCP
@@ -336,11 +338,13 @@ case $TOPO in
     # a line A-B-C beside the triangle (no A-C cable): /30 cables, as point-to-point links are
     link srlab srlba 198.18.5.1 198.18.5.2 rxe_lab rxe_lba LINE_AB 30 || SETUP_ERR="$SETUP_ERR line-A-B"
     link srlbc srlcb 198.18.5.5 198.18.5.6 rxe_lbc rxe_lcb LINE_BC 30 || SETUP_ERR="$SETUP_ERR line-B-C"
+    # ... and D beyond C (a line of four: A-D crosses two relay hosts)
+    link srlcd srldc 198.18.5.9 198.18.5.10 rxe_lcd rxe_ldc LINE_CD 30 || SETUP_ERR="$SETUP_ERR line-C-D"
     # Both ends of a line cable are local interfaces on one subnet here. nccl-mesh takes such
     # interfaces for the two halves of one port: with arp_ignore=1 it binds each socket to its
     # own end (as on separate hosts); with 0 it warns once per process (a WARN that the suite's
     # clean-run checks count). The triangle's links keep the recipe's defaults.
-    for d in srlab srlba srlbc srlcb; do
+    for d in srlab srlba srlbc srlcb srlcd srldc; do
       sysctl -qw net.ipv4.conf.$d.arp_ignore=1 net.ipv4.conf.$d.arp_announce=2
     done ;;
 esac

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "relay/agent.h"
@@ -209,7 +210,7 @@ TEST_F(RelayAgentTest, HostileAndUnroutableRequestsGetTheirStatus) {
 
 // A request with the RDMA flag is never spliced: the agent next to the destination connects to
 // it and hands both sockets to the RDMA forwarder hook (which answers the connector itself);
-// without a hook, or at an agent that is not next to the destination, it is refused.
+// without a hook it is refused (a middle hop too: RelayAgentChain below).
 TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
   FirstHop hop;
   ASSERT_TRUE(converge(&hop));
@@ -227,7 +228,7 @@ TEST_F(RelayAgentTest, RdmaRequestsGoToTheForwarderOrAreRefused) {
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kNoRdmaRelay));
   }
-  {  // agent 0 has no cable to the destination: RDMA relay crosses one relay host only
+  {  // agent 0 (a middle hop for this request) has no forwarder (no RDMA): it cannot chain
     UniqueFd c = connect_to(relay, me, test_port());
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kNoRdmaRelay));
@@ -322,6 +323,185 @@ TEST_F(RelayAgentTest, RdmaRequestsAreRefusedWhenTheCableToTheDestinationHasNoRd
   pollfd p{listener.get(), POLLIN, 0};
   EXPECT_EQ(poll(&p, 1, 200), 0);
   agents[1].stop();  // before `calls` and `asked` go out of scope
+}
+
+// Chained RDMA relay (issue 26 item 2) on a line of four agents 0-1-2-3 (127.77.0.1-.2,
+// .5-.6, .9-.10): a connector on 0's address asks agent 1 for rank 3; agent 1 is a middle hop
+// and asks agent 2, which is next to the destination. Both relay agents have forwarder hooks
+// that stand in for RelayForwarder: agent 2's answers "ok" upstream as a forwarder does once
+// set up (or stays silent, or vanishes), agent 1's only records what it was handed.
+class RelayAgentChain : public ::testing::Test {
+ protected:
+  enum class Next { kAnswerOk, kSilent, kVanish };
+  static AgentConfig line4(size_t rank) { return config_for(rank, 4); }
+  void SetUp() override {
+    for (size_t r = 0; r < 4; ++r) {
+      AgentConfig c = line4(r);
+      if (r == 1 || r == 2) {
+        c.rdma_forward = [this, r](RdmaHandoff& h, std::string*) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (r == 2 && next_ == Next::kVanish) {
+            RdmaHandoff gone = std::move(h);  // closed on return: the next hop died
+            ++calls_[r];
+            return true;
+          }
+          if (r == 2 && next_ == Next::kAnswerOk) {
+            uint8_t ok[kRelayReplySize];
+            encode_relay_reply(ReplyCode::kOk, ok);
+            EXPECT_TRUE(send_all(h.up.get(), ok, sizeof(ok)));
+          }
+          taken_[r].push_back(std::move(h));
+          ++calls_[r];
+          return true;
+        };
+        c.rdma_usable_at = [this](uint32_t local) { return local != no_rdma_at_.load(); };
+      }
+      std::string why;
+      ASSERT_TRUE(agents_[r].start(c, &why)) << why;
+      if (!agents_[r].is_agent()) GTEST_SKIP() << "relay port " << test_port() << " is taken";
+    }
+    // Agent 1 knows its way to rank 3 (the beacons crossed the line).
+    const auto dest = topology::emulated_addresses({topology::EmulatedShape::kLine, 4, 3});
+    std::string why;
+    FirstHop hop;
+    bool ok = false;
+    for (int i = 0; i < 100 && !ok; ++i) {
+      ok = agents_[0].first_hop(dest, 0, &hop, &why) == HopStatus::kOk &&
+           agents_[1].first_hop(dest, 0, &hop, &why) == HopStatus::kOk;
+      if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(ok) << "no route after 10 s: " << why;
+    ASSERT_EQ(hop.cables, 2u);  // from agent 1
+    listener_ = listen_on(*parse_ipv4("127.77.0.10"), &port_);
+    registrar_.configure(agent_socket_name(line4(3)));
+    registrar_.add(port_, kNonce, 16);
+    ASSERT_TRUE(registrar_.connected());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  void TearDown() override {
+    for (auto& a : agents_) a.stop();  // before the hooks' state goes
+  }
+  // A fresh RDMA request for rank 3's listener, sent from 0's address to agent 1; its status.
+  int ask(uint8_t hop_limit = kDefaultHopLimit, const uint8_t* nonce = kNonce) {
+    RelayRequest req;
+    req.port = port_;
+    req.rdma = true;
+    req.hop_limit = hop_limit;
+    req.dest = {{*parse_ipv4("127.77.0.10"), 30}};
+    uint8_t b[kRequestSize];
+    encode_for(req, b, nonce);
+    conn_ = connect_to(*parse_ipv4("127.77.0.1"), *parse_ipv4("127.77.0.2"), test_port());
+    EXPECT_TRUE(send_all(conn_.get(), b, sizeof(b)));
+    return read_status(conn_.get());
+  }
+  int calls(size_t r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_[r];
+  }
+  Agent agents_[4];
+  Registrar registrar_;
+  UniqueFd listener_, conn_;
+  uint16_t port_ = 0;
+  std::mutex mu_;
+  Next next_ = Next::kAnswerOk;          // guarded by mu_
+  std::vector<RdmaHandoff> taken_[4];    // guarded by mu_
+  int calls_[4] = {};                    // guarded by mu_
+  std::atomic<uint32_t> no_rdma_at_{0};  // a local address without a usable RDMA port
+};
+
+TEST_F(RelayAgentChain, AMiddleHopHandsItsForwarderASocketToTheNextRelay) {
+  RelayRequest req;
+  req.port = port_;
+  req.rdma = true;
+  req.dest = {{*parse_ipv4("127.77.0.10"), 30}};
+  uint8_t b[kRequestSize];
+  encode_for(req, b);
+  conn_ = connect_to(*parse_ipv4("127.77.0.1"), *parse_ipv4("127.77.0.2"), test_port());
+  ASSERT_TRUE(send_all(conn_.get(), b, sizeof(b)));
+  for (int i = 0; i < 150 && calls(1) == 0; ++i) {
+    pollfd p{conn_.get(), POLLIN, 0};
+    if (poll(&p, 1, 20) > 0) break;  // an answer to the connector: the old code refused here
+  }
+  // The middle hop answered nothing itself (its forwarder does): no status on the socket.
+  pollfd p{conn_.get(), POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 100), 0) << "agent 1 answered the connector itself: status "
+                                 << read_status(conn_.get());
+  ASSERT_EQ(calls(1), 1);
+  ASSERT_EQ(calls(2), 1);
+  // Rank 3's agent admitted the request (registration, proof) and connected the listener.
+  pollfd l{listener_.get(), POLLIN, 0};
+  ASSERT_EQ(poll(&l, 1, 1000), 1);
+  UniqueFd server(accept(listener_.get(), nullptr, nullptr));
+  ASSERT_TRUE(server.valid());
+  std::lock_guard<std::mutex> lock(mu_);
+  RdmaHandoff& middle = taken_[1][0];
+  RdmaHandoff& last = taken_[2][0];
+  EXPECT_TRUE(middle.down_relay);
+  EXPECT_EQ(middle.down_local, *parse_ipv4("127.77.0.5"));
+  EXPECT_EQ(middle.down_peer, *parse_ipv4("127.77.0.6"));
+  EXPECT_NE(middle.what.find("next relay"), std::string::npos) << middle.what;
+  EXPECT_FALSE(last.down_relay);
+  EXPECT_EQ(last.down_local, *parse_ipv4("127.77.0.9"));
+  EXPECT_EQ(last.down_peer, *parse_ipv4("127.77.0.10"));
+  // The sockets join up: connector <-> middle.up, middle.down <-> last.up, last.down <-> listener.
+  char got[2];
+  ASSERT_TRUE(send_all(middle.up.get(), "up", 2));
+  ASSERT_TRUE(recv_all(conn_.get(), got, 2));
+  EXPECT_EQ(std::string(got, 2), "up");
+  ASSERT_TRUE(send_all(middle.down.get(), "md", 2));
+  ASSERT_TRUE(recv_all(last.up.get(), got, 2));
+  EXPECT_EQ(std::string(got, 2), "md");
+  ASSERT_TRUE(send_all(last.down.get(), "ld", 2));
+  ASSERT_TRUE(recv_all(server.get(), got, 2));
+  EXPECT_EQ(std::string(got, 2), "ld");
+  EXPECT_EQ(agents_[1].pairs(), 0u);  // nothing spliced: the forwarders own every socket
+  EXPECT_EQ(agents_[2].pairs(), 0u);
+}
+
+// Every refusal along the chain reaches the connector unchanged, and no forwarder upstream of
+// it is handed anything; the agent never becomes an open proxy (the destination's agent still
+// checks registration and proof; the hop limit still ends a request).
+TEST_F(RelayAgentChain, RefusalsAlongTheChainComeBackUnchanged) {
+  // The last relay host's cable to the destination has no usable RDMA port (item 5).
+  no_rdma_at_ = *parse_ipv4("127.77.0.9");
+  EXPECT_EQ(ask(), static_cast<int>(ReplyCode::kNoRdmaOnCable));
+  // The middle hop's own next cable has none: refused there, before asking agent 2.
+  no_rdma_at_ = *parse_ipv4("127.77.0.5");
+  EXPECT_EQ(ask(), static_cast<int>(ReplyCode::kNoRdmaOnCable));
+  no_rdma_at_ = 0;
+  // The destination's agent refuses a request made without the listener's handle (its tag
+  // names no registered listener).
+  const uint8_t wrong[16] = {1};
+  EXPECT_EQ(ask(kDefaultHopLimit, wrong), static_cast<int>(ReplyCode::kNotRegistered));
+  // Hop limit 1: agent 1 forwards it with 0, agent 2 is not the last hop.
+  EXPECT_EQ(ask(1), static_cast<int>(ReplyCode::kHopLimit));
+  EXPECT_EQ(calls(1), 0);
+  EXPECT_EQ(calls(2), 0);
+  pollfd p{listener_.get(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 100), 0);  // nothing reached the listener
+}
+
+// The next relay host's forwarder takes the request and never answers (its process hangs), or
+// takes it and dies: the middle hop answers the connector "onward connect failed" (within its
+// connect timeout, 2 s here) and hands its own forwarder nothing.
+TEST_F(RelayAgentChain, ASilentOrVanishedNextRelayFailsTheRequest) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_ = Next::kSilent;
+  }
+  const int64_t t0 = monotonic_ms();
+  EXPECT_EQ(ask(), static_cast<int>(ReplyCode::kConnectFailed));
+  EXPECT_LT(monotonic_ms() - t0, 4500);
+  EXPECT_EQ(calls(2), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_ = Next::kVanish;
+  }
+  const int64_t t1 = monotonic_ms();
+  EXPECT_EQ(ask(), static_cast<int>(ReplyCode::kConnectFailed));
+  EXPECT_LT(monotonic_ms() - t1, 1500);
+  EXPECT_EQ(calls(2), 2);
+  EXPECT_EQ(calls(1), 0);
 }
 
 // The open-proxy fix (docs/relay.md, threat model): the destination host's agent connects only

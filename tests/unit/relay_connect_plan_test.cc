@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// relay/connect_plan.h: which relay a peer without a common subnet gets (RDMA through one relay
-// host, TCP through the agents, wait, or a WARN), from the connection's needs and a faked route.
+// relay/connect_plan.h: which relay a peer without a common subnet gets (RDMA through the
+// route's relay hosts, TCP through the agents, wait, or a WARN), from the connection's needs and a
+// faked route.
 #include "relay/connect_plan.h"
 
 #include <gtest/gtest.h>
@@ -133,7 +134,6 @@ TEST_F(RelayConnectPlan, WhenRdmaRelayIsImpossibleGpuFailsAndAutoFallsBackToTcp)
          f->first.via_local_agent = true;
          f->first.cables = 0;
        }},
-      {"3 cables long", [](Fake* f) { f->first.cables = 3; }},
       {"has no usable RDMA port", [](Fake* f) { f->rdma_port = false; }},
   };
   for (const Case& c : cases) {
@@ -157,12 +157,29 @@ TEST_F(RelayConnectPlan, RdmaOnlyTransportNeverFallsBackToTcp) {
   RelayNeeds n;
   n.rdma_only = true;
   Fake f;
-  f.first.cables = 4;
+  f.rdma_port = false;
   const ConnectPlan p = f.plan(n);
   EXPECT_EQ(p.kind, PlanKind::kFail);
   const std::string w = the_warn();
-  EXPECT_NE(w.find("4 cables long"), std::string::npos) << w;
+  EXPECT_NE(w.find("has no usable RDMA port"), std::string::npos) << w;
   EXPECT_NE(w.find("NCCL_MESH_TRANSPORT=rdma forbids TCP relay"), std::string::npos) << w;
+}
+
+// Issue 26 item 2: routes longer than two cables chain relay hosts over RDMA (the old code
+// refused them: "RDMA relay crosses one relay host", a WARN for GPU memory, TCP under auto).
+TEST_F(RelayConnectPlan, RoutesOfThreeCablesAndMoreAreRelayedOverRdma) {
+  for (size_t cables : {3u, 4u, 9u}) {
+    Fake g;
+    g.first.cables = cables;
+    const ConnectPlan p = g.plan(gpu());
+    EXPECT_EQ(p.kind, PlanKind::kRdma) << cables << " cables";
+    EXPECT_NE(p.message.find("relaying over RDMA through 198.18.5.2"), std::string::npos)
+        << p.message;
+    Fake a;
+    a.first.cables = cables;
+    EXPECT_EQ(a.plan(auto_rdma()).kind, PlanKind::kRdma) << cables << " cables";
+    EXPECT_TRUE(take_warns().empty());
+  }
 }
 
 TEST_F(RelayConnectPlan, AFailedRdmaSetupFallsBackOnlyWhereTcpMayCarryTheConnection) {

@@ -10,6 +10,12 @@
 // data-path input: chunk immediates with wrong tags (a duplicated or lost completion), chunks
 // without a free slot, lengths over the slot, a completion for a write not in flight; and the
 // drain decisions after the connector closed (complete messages held, a partial one).
+//
+// A middle hop of a chain (issue 26 item 2): its setup against the same hostile input (the
+// next relay host never sees a byte of a refused connector); the writing side it shares with
+// the connector (relay_chunk_writer.h) against hostile credits; the next relay's answer
+// (trailer) checked; and a chain of hops simulated without verbs: chunk numbers, tags and
+// lengths survive every hop, credits pace every hop, a fault is caught at the hop it hits.
 #include "transport/rdma/relay_forward.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +26,7 @@
 
 #include "handshake/hello.h"
 #include "relay/request.h"
+#include "transport/rdma/relay_chunk_writer.h"
 #include "transport/rdma/relay_chunks.h"
 #include "util/clock.h"
 
@@ -38,6 +45,7 @@ Pair socket_pair() {
 
 class RelayForwardSetup : public ::testing::Test {
  protected:
+  virtual bool middle_hop() const { return false; }
   void SetUp() override {
     Pair u = socket_pair(), d = socket_pair();
     up_ = std::move(u.test);
@@ -47,6 +55,7 @@ class RelayForwardSetup : public ::testing::Test {
     s.down = std::move(d.forward);
     s.down_local = 0xC6120505;
     s.down_peer = 0xC6120506;
+    s.down_relay = middle_hop();
     s.what = "test connector -> test destination";
     forward_ = std::make_unique<RelayForward>(transport_, std::move(s), 8, 512 * 1024,
                                               monotonic_ms() + 1500);
@@ -194,6 +203,213 @@ TEST_F(RelayForwardSetup, AHelloWithDataStreamsIsMalformed) {
   b.insert(b.end(), ext.begin(), ext.end());
   ASSERT_EQ(send(up_.get(), b.data(), b.size(), 0), static_cast<ssize_t>(b.size()));
   EXPECT_EQ(refusal(), handshake::HelloReply::kMalformed);
+}
+
+// The same forward as a middle hop of a chain (its down socket reaches the next relay host's
+// forwarder): the connector's hostile setup is refused before anything reaches the next hop.
+class RelayForwardMiddleSetup : public RelayForwardSetup {
+ protected:
+  bool middle_hop() const override { return true; }
+};
+
+TEST_F(RelayForwardMiddleSetup, AValidRequestWithoutRdmaHereFailsSetup) {
+  expect_relay_ok();
+  const auto b = hello_with(encode_setup(connector_setup()));
+  ASSERT_EQ(send(up_.get(), b.data(), b.size(), 0), static_cast<ssize_t>(b.size()));
+  EXPECT_EQ(refusal(), handshake::HelloReply::kSetupFailed);
+}
+
+TEST_F(RelayForwardMiddleSetup, ARelaysAnswerFromTheConnectorIsRefused) {
+  expect_relay_ok();
+  SetupMessage m = connector_setup();
+  m.relay_slots = 64;  // a relay's trailer (an upstream relay host posing as one?)
+  m.relay_slot_bytes = 16u << 20;
+  const auto b = hello_with(encode_setup(m));
+  ASSERT_EQ(send(up_.get(), b.data(), b.size(), 0), static_cast<ssize_t>(b.size()));
+  EXPECT_EQ(refusal(), handshake::HelloReply::kMalformed);
+}
+
+TEST_F(RelayForwardMiddleSetup, ATruncatedRelayTrailerIsMalformed) {
+  expect_relay_ok();
+  std::vector<uint8_t> ext = encode_setup(connector_setup());
+  ext.resize(ext.size() - 1);
+  const auto b = hello_with(ext);
+  ASSERT_EQ(send(up_.get(), b.data(), b.size(), 0), static_cast<ssize_t>(b.size()));
+  EXPECT_EQ(refusal(), handshake::HelloReply::kMalformed);
+}
+
+TEST_F(RelayForwardMiddleSetup, ASilentConnectorTimesOut) {
+  expect_relay_ok();
+  const auto b = hello_with(encode_setup(connector_setup()));
+  ASSERT_EQ(send(up_.get(), b.data(), 30, 0), 30);
+  EXPECT_EQ(refusal(), handshake::HelloReply::kSetupFailed);
+}
+
+// --- the next relay host's answer (the trailer a middle hop and a connector read) -----------
+
+SetupMessage relay_answer(uint32_t slots, uint32_t slot_bytes) {
+  SetupMessage m;
+  m.relay = true;
+  m.ring_addr = 0x7f0000200000;
+  m.relay_slots = slots;
+  m.relay_slot_bytes = slot_bytes;
+  QpInfo q;
+  q.qpn = 0x22;
+  q.mtu = 5;
+  q.ring_rkey = 0x1234;
+  m.qps.push_back(q);
+  return m;
+}
+
+TEST(RelayAnswer, OnlyAStagingRingInRangeIsAccepted) {
+  SetupMessage out;
+  std::string why;
+  std::vector<uint8_t> b = encode_setup(relay_answer(8, 512 * 1024));
+  ASSERT_TRUE(decode_relay_answer(b.data(), b.size(), &out, &why)) << why;
+  EXPECT_EQ(out.relay_slots, 8u);
+  EXPECT_EQ(out.relay_slot_bytes, 512u * 1024);
+  // A connector's trailer (K = S = 0): the next hop is no relay.
+  b = encode_setup(relay_answer(0, 0));
+  EXPECT_FALSE(decode_relay_answer(b.data(), b.size(), &out, &why));
+  EXPECT_NE(why.find("without its staging ring"), std::string::npos) << why;
+  // A plain receiver's setup (a destination where a relay was expected).
+  SetupMessage plain = relay_answer(8, 4096);
+  plain.relay = false;
+  b = encode_setup(plain);
+  EXPECT_FALSE(decode_relay_answer(b.data(), b.size(), &out, &why));
+  // Out of range: too many slots, a slot size that is not a 4 KiB multiple or too large, none.
+  for (auto [k, sz] :
+       {std::pair<uint32_t, uint32_t>{65, 4096}, {8, 4097}, {8, 32u << 20}, {8, 0}, {0, 4096}}) {
+    b = encode_setup(relay_answer(k, sz));
+    EXPECT_FALSE(decode_relay_answer(b.data(), b.size(), &out, &why)) << k << " x " << sz;
+  }
+  // No staging ring address.
+  SetupMessage none = relay_answer(8, 4096);
+  none.ring_addr = 0;
+  b = encode_setup(none);
+  EXPECT_FALSE(decode_relay_answer(b.data(), b.size(), &out, &why));
+  // Truncated anywhere.
+  b = encode_setup(relay_answer(8, 4096));
+  for (size_t n = 0; n < b.size(); ++n)
+    EXPECT_FALSE(decode_relay_answer(b.data(), n, &out, &why)) << n << " bytes";
+}
+
+// --- the writing side of a hop (connector, or a middle relay host) ---------------------------
+
+TEST(RelayChunkWriter, CreditsPaceTheSlotsAndAStaleOneIsIgnored) {
+  SetupMessage a = relay_answer(4, 4096);
+  a.qps.push_back(a.qps[0]);
+  a.qps[1].ring_rkey = 0x5678;
+  RelayChunkWriter w(a);
+  for (uint64_t c = 0; c < 4; ++c) {
+    ASSERT_TRUE(w.may_post()) << c;
+    const RelayChunkWriter::Write x = w.next(2, 100 + static_cast<uint32_t>(c), c == 3);
+    EXPECT_EQ(x.chunk, c);
+    EXPECT_EQ(x.qp, c % 2);
+    EXPECT_EQ(x.rkey, c % 2 == 0 ? 0x1234u : 0x5678u);
+    EXPECT_EQ(x.remote_addr, 0x7f0000200000u + c * 4096);
+    const ChunkImm i = decode_chunk_imm(x.imm);
+    EXPECT_EQ(i.length, 100 + c);
+    EXPECT_EQ(i.tag, c);
+    EXPECT_EQ(i.last, c == 3);
+    w.posted_one();
+  }
+  EXPECT_FALSE(w.may_post());      // every slot of the next relay is taken
+  EXPECT_FALSE(w.take_credit(5));  // beyond the 4 posted: a protocol violation
+  EXPECT_FALSE(w.may_post());      // and never taken as a credit
+  EXPECT_TRUE(w.take_credit(2));
+  EXPECT_TRUE(w.may_post());
+  EXPECT_TRUE(w.take_credit(1));  // stale (a re-executed WRITE): ignored
+  EXPECT_EQ(w.credit(), 2u);
+  EXPECT_EQ(w.next(2, 0, true).remote_addr, 0x7f0000200000u);  // chunk 4 into slot 0
+  EXPECT_TRUE(w.take_credit(~0ull) == false);
+  RelayChunkWriter none;  // no relay answered: never posts
+  EXPECT_FALSE(none.may_post());
+}
+
+// A chain connector -> relay 1 -> relay 2 -> destination, without verbs: every hop's
+// RelayChunks checks what the previous hop's RelayChunkWriter wrote; writes "complete" at once
+// and credits travel back after each step. Different K and QP counts at every hop.
+struct Hop {
+  RelayChunks in;        // this relay host's slots
+  RelayChunkWriter out;  // into the next relay host's slots (unused at the last hop)
+  size_t down_qps;
+};
+
+TEST(RelayChain, ChunkNumbersTagsAndLengthsSurviveEveryHop) {
+  constexpr uint32_t kS = 4096;
+  const size_t up_qps = 2;
+  Hop h1{RelayChunks(3, kS, up_qps), RelayChunkWriter(relay_answer(5, kS)), 3};
+  Hop h2{RelayChunks(5, kS, 3), RelayChunkWriter(), 1};
+  RelayChunkWriter conn(relay_answer(3, kS));
+  // 70 messages of 1..3 chunks (tags wrap past 64): lengths encode (message, chunk).
+  std::vector<std::pair<uint32_t, bool>> sent;  // (length, last) in chunk order
+  for (uint32_t m = 0; m < 70; ++m) {
+    const uint32_t n = 1 + m % 3;
+    for (uint32_t k = 0; k < n; ++k) sent.push_back({(m * 7 + k) % kS, k + 1 == n});
+  }
+  std::vector<std::pair<uint32_t, bool>> delivered;
+  std::string why;
+  for (int round = 0; round < 10000 && delivered.size() < sent.size(); ++round) {
+    // the connector writes what its credit allows
+    while (conn.posted() < sent.size() && conn.may_post()) {
+      const auto& c = sent[conn.posted()];
+      const RelayChunkWriter::Write w = conn.next(up_qps, c.first, c.second);
+      ASSERT_TRUE(h1.in.arrived(w.qp, w.imm, &why)) << why;
+      conn.posted_one();
+    }
+    // relay 1 writes on into relay 2 with the same immediate
+    RelayChunks::Next n;
+    std::vector<uint64_t> in_flight;
+    while (h1.in.next(&n) && h1.out.may_post()) {
+      const RelayChunkWriter::Write w = h1.out.next(h1.down_qps, n.length, n.last);
+      ASSERT_EQ(w.chunk, n.chunk);
+      ASSERT_TRUE(h2.in.arrived(w.qp, w.imm, &why)) << why;
+      h1.out.posted_one();
+      h1.in.forwarded(true);
+      in_flight.push_back(n.chunk);
+    }
+    // relay 2 delivers to the destination (its ordinary protocol: lengths and last flags)
+    std::vector<uint64_t> to_dest;
+    while (h2.in.next(&n)) {
+      delivered.push_back({n.length, n.last});
+      h2.in.forwarded(true);
+      to_dest.push_back(n.chunk);
+    }
+    for (uint64_t c : to_dest) ASSERT_TRUE(h2.in.written(c, &why)) << why;
+    for (uint64_t c : in_flight) ASSERT_TRUE(h1.in.written(c, &why)) << why;
+    // credits back: relay 2 -> relay 1, relay 1 -> connector
+    ASSERT_TRUE(h1.out.take_credit(h2.in.freed()));
+    ASSERT_TRUE(conn.take_credit(h1.in.freed()));
+  }
+  EXPECT_EQ(delivered, sent);
+  EXPECT_EQ(h2.in.arrivals(), sent.size());
+}
+
+TEST(RelayChain, AChunkForwardedTwiceOrSkippedIsCaughtAtTheNextHop) {
+  constexpr uint32_t kS = 4096;
+  RelayChunks next(4, kS, 1);
+  RelayChunkWriter w(relay_answer(4, kS));
+  std::string why;
+  ASSERT_TRUE(next.arrived(0, w.next(1, 10, false).imm, &why)) << why;
+  // The middle hop's NIC (or a provider fault) repeats chunk 0's WRITE_WITH_IMM completion.
+  const uint32_t again = w.next(1, 10, false).imm;
+  EXPECT_FALSE(next.arrived(0, again, &why));
+  EXPECT_NE(why.find("chunk tag mismatch"), std::string::npos) << why;
+  // A skipped chunk: chunk 2's immediate where chunk 1 is expected.
+  RelayChunks skip(4, kS, 1);
+  ASSERT_TRUE(skip.arrived(0, chunk_imm(10, false, 0), &why)) << why;
+  EXPECT_FALSE(skip.arrived(0, chunk_imm(10, true, 2), &why));
+  EXPECT_NE(why.find("expected chunk 1 (tag 1), got tag 2"), std::string::npos) << why;
+}
+
+// A middle hop announces min(its slot size, the next relay's): a chunk that fits upstream fits
+// every hop downstream; a chunk longer than the next slot is refused there, never truncated.
+TEST(RelayChain, AChunkLongerThanTheNextHopsSlotIsRefusedThere) {
+  RelayChunks next(4, 8192, 1);
+  std::string why;
+  EXPECT_FALSE(next.arrived(0, chunk_imm(8192 + 4096, true, 0), &why));
+  EXPECT_NE(why.find("claims 12288 bytes in a slot of 8192"), std::string::npos) << why;
 }
 
 // --- the data path's account of the staging slots ------------------------------------------

@@ -184,12 +184,8 @@ std::shared_ptr<Endpoint> RdmaTransport::open_relay_sender(uint32_t local, uint3
 bool RdmaTransport::connect_relay_sender(Endpoint& ep, const std::vector<uint8_t>& relay_setup,
                                          int traffic_class, SetupMessage* relay,
                                          std::string* why) const {
-  if (!decode_setup(relay_setup.data(), relay_setup.size(), relay, why)) return false;
-  if (!relay->relay || relay->relay_slots == 0) {
-    *why = "the relay answered without its staging ring (not an nccl-mesh RDMA relay?)";
-    return false;
-  }
-  return ep.connect(*relay, qp_options(traffic_class), why);
+  return decode_relay_answer(relay_setup.data(), relay_setup.size(), relay, why) &&
+         ep.connect(*relay, qp_options(traffic_class), why);
 }
 
 bool RdmaTransport::accept_extension(const std::vector<uint8_t>& ext, std::vector<uint8_t>* reply,

@@ -14,6 +14,7 @@
 #include "relay/request.h"
 #include "transport/rdma/completions.h"
 #include "transport/rdma/rdma_memory.h"
+#include "transport/rdma/relay_chunk_writer.h"
 #include "util/byte_order.h"
 #include "util/log.h"
 
@@ -22,6 +23,7 @@ namespace {
 
 // Work request ids on the relay's QPs: what completed.
 constexpr uint64_t kWrPayload = 1ull << 62;  // | chunk index: an onward WRITE from a slot
+                                             // (WRITE_WITH_IMM to a next relay host)
 constexpr uint64_t kWrImm = 2ull << 62;      // a message's closing WRITE_WITH_IMM
 constexpr uint64_t kWrCredit = 3ull << 62;   // a credit WRITE to the connector
 constexpr uint64_t kWrKind = 3ull << 62;
@@ -146,15 +148,25 @@ bool RelayForward::on_hello() {
     return false;
   }
   up_ep_ = transport_.open_receiver(up_setup_, &why);
-  if (up_ep_) down_ep_ = transport_.open_sender_on(sockets_.down_local, sockets_.down_peer, &why);
+  std::vector<uint8_t> ext;
+  if (up_ep_ && sockets_.down_relay) {
+    // A middle hop: towards the next relay host we are a connector (wire.h 5.; its setup
+    // carries our credit word), exactly as RelaySendConnection's host is.
+    down_ep_ = transport_.open_relay_sender(sockets_.down_local, sockets_.down_peer,
+                                            up_setup_.traffic_class, &ext, &why);
+  } else if (up_ep_) {
+    down_ep_ = transport_.open_sender_on(sockets_.down_local, sockets_.down_peer, &why);
+    if (down_ep_) {
+      SetupMessage down = down_ep_->local_setup();
+      down.traffic_class = up_setup_.traffic_class;
+      ext = encode_setup(down);
+    }
+  }
   if (!up_ep_ || !down_ep_ || !allocate_staging(&why)) {
     refuse_up(static_cast<uint8_t>(handshake::HelloReply::kSetupFailed),
               "cannot set up RDMA on this relay host: " + why);
     return false;
   }
-  SetupMessage down = down_ep_->local_setup();
-  down.traffic_class = up_setup_.traffic_class;
-  const std::vector<uint8_t> ext = encode_setup(down);
   hello.ext_len = static_cast<uint16_t>(ext.size());
   out_.assign(handshake::kHelloSize, 0);
   handshake::encode_hello(hello, out_.data());
@@ -187,17 +199,37 @@ bool RelayForward::on_down_reply() {
     return false;
   }
   if (in_.size() < handshake::kReplySize + 2 + len) return true;
-  SetupMessage dest;
   std::string why;
   const QpOptions opt = transport_.qp_options(up_setup_.traffic_class);
-  if (!decode_setup(in_.data() + handshake::kReplySize + 2, len, &dest, &why) || dest.relay ||
-      !down_ep_->connect(dest, opt, &why) || !up_ep_->connect(up_setup_, opt, &why)) {
+  const uint8_t* ext_in = in_.data() + handshake::kReplySize + 2;
+  bool down_ok = false;
+  if (sockets_.down_relay) {
+    // The next relay host's staging ring: our chunks go into it as a connector's do. Our own
+    // slots shrink to its slot size when that is smaller, so a chunk always fits downstream
+    // and its number (and tag) stays the same along the whole chain.
+    SetupMessage next;
+    down_ok = transport_.connect_relay_sender(*down_ep_, std::vector<uint8_t>(ext_in, ext_in + len),
+                                              up_setup_.traffic_class, &next, &why);
+    if (down_ok) {
+      next_ = RelayChunkWriter(next);
+      slot_bytes_ = std::min(slot_bytes_, next_.slot_bytes());
+    }
+  } else {
+    SetupMessage dest;
+    if (!decode_setup(ext_in, len, &dest, &why))
+      down_ok = false;
+    else if (dest.relay)
+      why = "the destination's setup is a relay hop's";
+    else
+      down_ok = down_ep_->connect(dest, opt, &why);
+  }
+  if (!down_ok || !up_ep_->connect(up_setup_, opt, &why)) {
     refuse_up(static_cast<uint8_t>(handshake::HelloReply::kSetupFailed),
-              "connecting the relay's QPs failed: " +
-                  (why.empty() ? std::string("the destination's setup is a relay hop's") : why));
+              "connecting the relay's QPs failed: " + why);
     return false;
   }
-  // The destination hands out its receive comm once our QPs are in RTS (wire.h 4.).
+  // The destination hands out its receive comm once our QPs are in RTS (wire.h 4.); a next
+  // relay host takes the same byte from us as from a connector.
   if (!send_ready_byte(sockets_.down.get(), &why)) {
     refuse_up(static_cast<uint8_t>(handshake::HelloReply::kSetupFailed), why);
     return false;
@@ -463,7 +495,38 @@ bool RelayForward::room_for(size_t payload_qp, bool payload, bool last) const {
   return true;
 }
 
+bool RelayForward::forward_to_relay(bool* progress) {
+  // A middle hop: chunk c goes from our slot into the next relay host's slot c % K' with the
+  // same immediate (length, tag, last flag), paced by its credits; its completion frees our
+  // slot (and so returns our credit upstream).
+  auto& qps = down_ep_->qps();
+  const uint64_t credit = read_credit_word(down_ep_->cts_memory());
+  if (!next_.take_credit(credit))
+    return fail("the next relay host returned credit " + std::to_string(credit) + " with " +
+                std::to_string(next_.posted()) + " chunks posted (protocol violation)");
+  for (;;) {
+    RelayChunks::Next n;
+    if (!chunks_->next(&n) || !next_.may_post()) return true;
+    const RelayChunkWriter::Write w = next_.next(qps.size(), n.length, n.last);
+    if (w.chunk != n.chunk)
+      return fail("chunk " + std::to_string(n.chunk) + " would go on as chunk " +
+                  std::to_string(w.chunk) + " (internal error)");
+    if (!room_for(w.qp, true, false)) return true;  // the send queue drains first
+    *progress = true;
+    std::string why;
+    if (!post_chunk_write(*qps[w.qp], w,
+                          reinterpret_cast<uintptr_t>(staging_) + n.slot * slot_bytes_, n.length,
+                          down_mem_->lkey[w.qp], kWrPayload | n.chunk,
+                          /*inline_ok=*/false, &why))  // no CPU reads the payload
+      return fail(why);
+    ++down_sq_[w.qp];
+    next_.posted_one();
+    chunks_->forwarded(true);
+  }
+}
+
 bool RelayForward::forward_arrived(bool* progress) {
+  if (sockets_.down_relay) return forward_to_relay(progress);
   auto& qps = down_ep_->qps();
   for (;;) {
     RelayChunks::Next n;

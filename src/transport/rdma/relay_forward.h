@@ -1,35 +1,46 @@
 // SPDX-License-Identifier: Apache-2.0
-// One connection relayed over RDMA, on the relay host (docs/relay.md, "RDMA relay"): the
-// connector's QPs write chunks into this host's staging slots, and this host writes each chunk
-// on to the destination's posted buffer with the ordinary protocol (wire.h 2., 3., 5.).
+// One connection relayed over RDMA, on a relay host (docs/relay.md, "RDMA relay"): the
+// connector's QPs (or the previous relay host's) write chunks into this host's staging slots,
+// and this host writes each chunk on: to the destination's posted buffer with the ordinary
+// protocol (wire.h 2., 3., 5.; the last relay host), or into the next relay host's staging
+// slots as a connector does (a middle hop of a chain: ForwardSockets::down_relay).
 //
 // Setup (both sockets non-blocking; the relay agent handed them over after connecting to the
-// destination's handshake port):
+// destination's handshake port, or to the next relay host, whose forwarder answered "ok"):
 //   answer the relay request "ok"  ->  read the connector's control hello + its relay-hop setup  ->
-//   build the receiver endpoint for its QPs, the staging ring, and a sender endpoint on the cable
-//   to the destination  -> send the destination the same hello (nonce, connection id) with our own
-//   setup  ->  read its answer (a refusal is passed back unchanged)  ->  connect both sides' QPs,
-//   send the destination our ready byte, answer the connector with our staging ring.
-// Forwarding: chunk c arrives in slot c % K (a WRITE_WITH_IMM: its length, tag and last flag,
-// checked by RelayChunks); once the destination's clear-to-send for the chunk's message is
-// there, an RDMA WRITE from the slot puts it at its offset in that buffer (the NIC reads the
-// slot: no CPU copy); after the last chunk one zero-length WRITE_WITH_IMM per QP carries the
-// message size. A slot is free again when its onward WRITE completed; the freed count goes back
+//   build the receiver endpoint for its QPs, the staging ring, and a sender endpoint on the next
+//   cable  -> send the next host the same hello (nonce, connection id) with our own setup (a
+//   middle hop: a relay-hop setup with our credit word)  ->  read its answer (a refusal is
+//   passed back unchanged)  ->  connect both sides' QPs, send the next host our ready byte,
+//   answer the connector with our staging ring (a middle hop: with the slot size cut to the
+//   next relay host's when that is smaller, so chunk numbers and tags stay the same end to end).
+// Forwarding, last hop: chunk c arrives in slot c % K (a WRITE_WITH_IMM: its length, tag and
+// last flag, checked by RelayChunks); once the destination's clear-to-send for the chunk's
+// message is there, an RDMA WRITE from the slot puts it at its offset in that buffer (the NIC
+// reads the slot: no CPU copy); after the last chunk one zero-length WRITE_WITH_IMM per QP
+// carries the message size.
+// Forwarding, middle hop: chunk c goes from slot c % K into the next relay host's slot c % K'
+// with one WRITE_WITH_IMM carrying the same immediate, once c < its credit + K'
+// (RelayChunkWriter, shared with the connector).
+// Either way a slot is free again when its onward WRITE completed; the freed count goes back
 // to the connector's credit word. Work requests are counted per QP and never exceed the send
 // queue (QueuePair::kSendDepth), whatever K: a chunk waits when its QPs have no room.
-// Memory: K x S bytes of staging per connection, whatever the traffic.
+// Memory: K x S bytes of staging per connection and relay host, whatever the traffic.
 // Delivery after close: a connector's send completes once its chunks are in the slots here, so
-// when its control socket closes (its comm was closed, its process exited) the forward drains:
-// no more credits, every complete message held is forwarded as the destination posts its
-// receives, and once their payload and size WRITEs completed, the destination's socket is
-// closed. Bounded by the drain timeout (NCCL_MESH_RELAY_RDMA_DRAIN_MS), after which the
-// destination's socket is closed with messages undelivered: its receives fail, never a silent
-// loss. A message the connector left unfinished is not delivered either (its send never
-// completed): the destination's receive fails the same way.
+// when its control socket closes (its comm was closed, its process exited, or the previous
+// relay host finished its own drain) the forward drains: no more credits, every complete
+// message held is forwarded (to the destination as it posts its receives, or into the next
+// relay host's slots as its credits allow), and once their WRITEs completed, the next host's
+// socket is closed (which starts the next relay host's drain). Bounded by the drain timeout
+// (NCCL_MESH_RELAY_RDMA_DRAIN_MS) per relay host, after which the next socket is closed with
+// messages undelivered: the destination's receives fail, never a silent loss. A message the
+// connector left unfinished is not delivered either (its send never completed): the
+// destination's receive fails the same way.
 // Faults: a completion error (of either leg; of the connector's leg only while it is live), an
-// asynchronous QP or CQ error, a protocol violation (a chunk tag mismatch included) or EOF on
-// the destination's control socket ends the forward: both control sockets are closed, so both
-// endpoints fail (within their 500 ms grace).
+// asynchronous QP or CQ error, a protocol violation (a chunk tag mismatch or a credit beyond
+// what was posted included) or EOF on the next host's control socket ends the forward: both
+// control sockets are closed, so both ends fail (within their 500 ms grace; along a chain each
+// relay host passes the close on).
 //
 // Single-threaded: only the forwarder's thread (relay_forwarder.h) calls step().
 #pragma once
@@ -45,6 +56,7 @@
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/rdma_memory.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/relay_chunk_writer.h"
 #include "transport/rdma/relay_chunks.h"
 #include "transport/rdma/wire.h"
 #include "util/socket_util.h"
@@ -78,6 +90,7 @@ class RelayForward {
   bool allocate_staging(std::string* why);
   bool poll_up(bool* progress);
   bool forward_arrived(bool* progress);
+  bool forward_to_relay(bool* progress);  // a middle hop's forward_arrived
   bool poll_down(bool* progress);
   bool return_credits(bool* progress);
   bool check_controls();
@@ -94,7 +107,7 @@ class RelayForward {
   RdmaTransport& transport_;
   ForwardSockets sockets_;
   const uint32_t slots_;
-  const uint32_t slot_bytes_;
+  uint32_t slot_bytes_;  // a middle hop: at most the next relay host's slot size
   Phase phase_ = Phase::kReplyOk;
   int64_t deadline_ms_;
   int64_t next_control_check_ms_ = 0;
@@ -112,6 +125,7 @@ class RelayForward {
   std::unique_ptr<RdmaMemory> up_mem_, down_mem_;
 
   std::unique_ptr<RelayChunks> chunks_;  // the staging slots' account
+  RelayChunkWriter next_;                // a middle hop: the next relay host's slots, credits
   // Asynchronous QP/CQ errors of each leg (VerbsDevice's event thread records them).
   std::shared_ptr<FailureLatch> up_async_ = std::make_shared<FailureLatch>();
   std::shared_ptr<FailureLatch> down_async_ = std::make_shared<FailureLatch>();

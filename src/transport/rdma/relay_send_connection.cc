@@ -24,12 +24,8 @@ RelaySendConnection::RelaySendConnection(std::shared_ptr<Endpoint> endpoint,
       local_(std::move(local)),
       peer_(std::move(peer)),
       route_(std::move(route)),
-      staging_addr_(relay.ring_addr),
-      slots_(relay.relay_slots),
-      slot_bytes_(relay.relay_slot_bytes) {
+      writer_(relay) {
   summary_ = ep_->describe();
-  for (size_t q = 0; q < relay.qps.size() && q < kMaxQps; ++q)
-    staging_rkey_[q] = relay.qps[q].ring_rkey;
   set_nonblocking(control_.get(), true);
   for (Request& r : pool_) r.hdr.owner = this;
   for (auto& qp : ep_->qps()) qp->watch(failure_);
@@ -120,50 +116,35 @@ void RelaySendConnection::pump() {
   // The relay's NIC writes the number of chunks it has freed. A value beyond what we posted is a
   // protocol violation, never trusted as a credit; a lower one than already seen is stale (a
   // NIC that re-executed a duplicated WRITE, or a non-inline credit read late) and ignored.
-  const uint64_t credit = le64toh(
-      __atomic_load_n(reinterpret_cast<const uint64_t*>(ep_->cts_memory()), __ATOMIC_ACQUIRE));
-  if (!accept_credit(credit, chunks_posted_, &credit_seen_)) {
+  const uint64_t credit = read_credit_word(ep_->cts_memory());
+  if (!writer_.take_credit(credit)) {
     failure_->fail(ncclRemoteError,
                    "the relay " + route_ + " returned credit " + std::to_string(credit) + " with " +
-                       std::to_string(chunks_posted_) + " chunks posted (protocol violation)");
+                       std::to_string(writer_.posted()) + " chunks posted (protocol violation)");
     return;
   }
   auto& qps = ep_->qps();
+  const uint32_t slot_bytes = writer_.slot_bytes();
   while (post_seq_ != next_seq_) {
     Request& r = *by_seq_[post_seq_ % by_seq_.size()];
     while (r.posted < r.chunks) {
-      if (chunks_posted_ >= credit_seen_ + slots_) return;  // every slot is taken
-      const uint64_t c = chunks_posted_;
-      const size_t q = c % qps.size();
-      const size_t offset = static_cast<size_t>(r.posted) * slot_bytes_;
-      const size_t length = std::min<size_t>(slot_bytes_, r.size - std::min(r.size, offset));
-      const bool last = r.posted + 1 == r.chunks;
-      ibv_sge sge{};
-      sge.addr = reinterpret_cast<uintptr_t>(r.data) + offset;
-      sge.length = static_cast<uint32_t>(length);
-      sge.lkey = r.mem != nullptr ? r.mem->lkey[q] : 0;
-      ibv_send_wr wr{};
-      ibv_send_wr* bad = nullptr;
-      wr.wr_id = static_cast<uint64_t>(&r - pool_.data());
-      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      wr.imm_data = htonl(chunk_imm(static_cast<uint32_t>(length), last, c));
-      wr.send_flags = IBV_SEND_SIGNALED;
+      if (!writer_.may_post()) return;  // every slot is taken
+      const size_t offset = static_cast<size_t>(r.posted) * slot_bytes;
+      const size_t length = std::min<size_t>(slot_bytes, r.size - std::min(r.size, offset));
+      const RelayChunkWriter::Write w =
+          writer_.next(qps.size(), static_cast<uint32_t>(length), r.posted + 1 == r.chunks);
       // Inline copies with the CPU at post time: host memory only, never GPU memory.
-      if (length > 0 && length <= qps[q]->max_inline() && r.mem != nullptr && !r.mem->gpu)
-        wr.send_flags |= IBV_SEND_INLINE;
-      wr.sg_list = &sge;
-      wr.num_sge = length > 0 ? 1 : 0;
-      wr.wr.rdma.remote_addr = staging_addr_ + (c % slots_) * slot_bytes_;
-      wr.wr.rdma.rkey = staging_rkey_[q];
-      const int rc = ibv_post_send(qps[q]->qp(), &wr, &bad);
-      if (rc != 0) {
-        failure_->fail(ncclSystemError,
-                       "ibv_post_send on " + qps[q]->describe() + " failed: " + errno_text(rc));
+      const bool inline_ok = r.mem != nullptr && !r.mem->gpu;
+      std::string why;
+      if (!post_chunk_write(*qps[w.qp], w, reinterpret_cast<uintptr_t>(r.data) + offset,
+                            static_cast<uint32_t>(length), r.mem != nullptr ? r.mem->lkey[w.qp] : 0,
+                            static_cast<uint64_t>(&r - pool_.data()), inline_ok, &why)) {
+        failure_->fail(ncclSystemError, why);
         return;
       }
+      writer_.posted_one();
       ++r.posted;
       ++r.pending;
-      ++chunks_posted_;
     }
     ++post_seq_;
   }
@@ -193,7 +174,8 @@ ncclResult_t RelaySendConnection::isend(void* data, size_t size, int /*tag*/, Me
   r.data = static_cast<const uint8_t*>(data);
   r.size = size;
   r.mem = mem;
-  r.chunks = size == 0 ? 1 : static_cast<uint32_t>((size + slot_bytes_ - 1) / slot_bytes_);
+  const size_t s = writer_.slot_bytes();
+  r.chunks = size == 0 ? 1 : static_cast<uint32_t>((size + s - 1) / s);
   r.posted = 0;
   r.pending = 0;
   by_seq_[r.seq % by_seq_.size()] = &r;

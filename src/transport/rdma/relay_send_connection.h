@@ -28,6 +28,7 @@
 #include "transport/connection.h"
 #include "transport/rdma/endpoint.h"
 #include "transport/rdma/rdma_memory.h"
+#include "transport/rdma/relay_chunk_writer.h"
 #include "util/socket_util.h"
 
 namespace mesh::rdma {
@@ -73,10 +74,7 @@ class RelaySendConnection final : public Connection {
   std::shared_ptr<Endpoint> ep_;
   UniqueFd control_;
   std::string local_, peer_, route_, summary_;
-  uint64_t staging_addr_ = 0;
-  std::array<uint32_t, kMaxQps> staging_rkey_{};
-  uint32_t slots_ = 0;
-  uint32_t slot_bytes_ = 0;
+  RelayChunkWriter writer_;  // chunks into the relay's slots, paced by its credits
   std::shared_ptr<FailureLatch> failure_ = std::make_shared<FailureLatch>();
   std::atomic<bool> closed_warned_{false};
 
@@ -85,8 +83,6 @@ class RelaySendConnection final : public Connection {
   std::array<Request*, NCCL_NET_MAX_REQUESTS> by_seq_{};  // sequence % 32: posting order
   uint32_t next_seq_ = 0;                                 // the next isend's sequence
   uint32_t post_seq_ = 0;  // the oldest message with chunks still to post
-  uint64_t chunks_posted_ = 0;
-  uint64_t credit_seen_ = 0;  // the relay's credit word, last read
   int64_t peer_gone_ms_ = -1;
 };
 

@@ -128,6 +128,15 @@ bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::strin
   return true;
 }
 
+bool decode_relay_answer(const uint8_t* data, size_t len, SetupMessage* out, std::string* why) {
+  if (!decode_setup(data, len, out, why)) return false;
+  if (!out->relay || out->relay_slots == 0) {
+    *why = "the relay answered without its staging ring (not an nccl-mesh RDMA relay?)";
+    return false;
+  }
+  return true;
+}
+
 namespace {
 void put_le32(uint8_t* p, uint32_t v) {
   v = htole32(v);

@@ -114,6 +114,11 @@ std::vector<uint8_t> encode_setup(const SetupMessage& m);
 // expected is the caller's check: relay_slots == 0 means a connector's message).
 bool decode_setup(const uint8_t* data, size_t len, SetupMessage* out, std::string* why);
 
+// A relay's answer to a relay-hop setup (5.): decode_setup plus the relay flag and a staging
+// ring (K >= 1); a connector's trailer (K = S = 0) or a plain setup is refused with *why.
+// Read by the connector and by a middle relay host from the next relay host.
+bool decode_relay_answer(const uint8_t* data, size_t len, SetupMessage* out, std::string* why);
+
 struct CtsEntry {
   uint64_t addr = 0;
   uint64_t capacity = 0;

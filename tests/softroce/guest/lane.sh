@@ -24,6 +24,9 @@
 #                     and the peer = C on srlcb run the transfer tests; the A-C connections must
 #                     be relayed by B over $LANE_RELAY_TRANSPORT; then, for rdma, the GPU
 #                     stand-in tests relayed (NCCL_MESH_TEST_HOST_AS_GPU=1)
+#   relay-line4       (the line extended by srlcd-srldc: A-B-C-D) A-D and D-A relayed over RDMA
+#                     through B and C (chained), GPU stand-in, also from a standby process;
+#                     relay-line4-bw: direct, 1 and 2 relay hosts side by side (see below)
 # Each suite run also checks that its cable carried the traffic (veth tx counters) and that
 # every connection used $LANE_TRANSPORT (MESH_CONFORMANCE_EXPECT_TRANSPORT).
 #
@@ -546,6 +549,111 @@ relay_line3() {
   echo "    [B] chunk tag mismatches reported: $(cat "$blog" "$log"* 2>/dev/null | grep -c 'chunk tag mismatch')"
 }
 
+# relay_line4: the line A-B-C-D of mesh3 (srlab-srlba, srlbc-srlcb, srlcd-srldc: /30 cables),
+# chained RDMA relay (issue 26 item 2): B and C hold the plugin (mesh_conformance_peer --hold,
+# NCCL_MESH_RELAY_SCOPE=process, each its own relay agent), A (rank 0) and D (the spawned peer)
+# run the GPU stand-in transfer test (NCCL_MESH_TEST_HOST_AS_GPU=1: every size 0 B-64 MiB both
+# ways, pages PROT_NONE to the CPU), relayed over RDMA through B and C; then the same from a
+# process on A that is not its host's relay agent (a third holder on srlab is the agent; the
+# suite's plugin stands by and asks it for the route); then (-bw) four bench ranks, every
+# ordered pair at once: direct, 1 relay host (A-C, B-D) and 2 relay hosts (A-D) side by side.
+# Passes when: A and D share no subnet; both suite passes pass with every connection relayed
+# over RDMA; B's and C's rxe devices on both their cables received and sent >= 10000 packets
+# (the forwarded chunks: ~74 MiB each way); the bench verifies every byte.
+RELAY4_FILTER='Plugin/GpuMemoryTest.StandInMemoryCarriesEverySizeBothWaysWithoutCpuAccess/v11'
+relay_line4() {
+  local name=relay-line4 t0 rc rc2 log=/tmp/relay-line4.log
+  local a=$SOFTROCE_LINE_AB_A_NETDEV b1=$SOFTROCE_LINE_AB_B_NETDEV b2=$SOFTROCE_LINE_BC_A_NETDEV
+  local c1=$SOFTROCE_LINE_BC_B_NETDEV c2=$SOFTROCE_LINE_CD_A_NETDEV d=$SOFTROCE_LINE_CD_B_NETDEV
+  local devs=("$SOFTROCE_LINE_AB_B_DEV" "$SOFTROCE_LINE_BC_A_DEV" "$SOFTROCE_LINE_BC_B_DEV"
+    "$SOFTROCE_LINE_CD_A_DEV") before=() i bpid cpid hpid
+  echo "=== [guest] $name: line A($a) - B($b1,$b2) - C($c1,$c2) - D($d); A-D relayed over RDMA through B and C, GPU stand-in, filter $RELAY4_FILTER"
+  t0=$(now)
+  if ip -o -4 addr show dev "$a" | grep -q '198\.18\.5\.9/\|198\.18\.5\.10/'; then
+    record "$name" 1 0.0 "A shares D's subnet"; return
+  fi
+  for i in "${!devs[@]}"; do before+=("$(rxe_counters "${devs[$i]}")"); done
+  hold() { # IFNAMES LOG
+    MESH_CONFORMANCE_PEER_IFNAME=$1 NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=rdma \
+      MESH_CONF_VERBOSE=1 ./mesh_conformance_peer --hold "$PLUGIN" 1200 > "$2" 2>&1 &
+  }
+  hold "$b1,$b2" /tmp/relay-line4-B.log; bpid=$!
+  hold "$c1,$c2" /tmp/relay-line4-C.log; cpid=$!
+  line4_suite() { # LOG
+    env NCCL_MESH_TEST_HOST_AS_GPU=1 MESH_CONFORMANCE_PLUGIN=$PLUGIN \
+      MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer MESH_CONFORMANCE_IFNAME=$a \
+      MESH_CONFORMANCE_PEER_IFNAME=$d MESH_CONF_VERBOSE=1 MESH_CONF_TIME_SCALE=$SCALE \
+      MESH_CONFORMANCE_EXPECT_TRANSPORT=rdma NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
+      MESH_CONFORMANCE_CONNECT_TIMEOUT_MS=${LANE_RELAY_CONNECT_TIMEOUT_MS:-20000} \
+      timeout -k 10 600 ./mesh_conformance_test --gtest_color=no --gtest_filter="$RELAY4_FILTER" \
+      > "$1" 2>&1
+  }
+  show4() { grep -vE '\] NCCL (INFO|TRACE) ' "$1"
+            grep -E 'relayed over ' "$1" | head -2 | sed 's/^/    [relay line] /'; }
+  # the connects of A and D must say "relayed over RDMA", none another transport, >= 2 of A's
+  relayed4() { local n o; n=$(grep -cE 'NCCL INFO .*connect to .*: relayed over RDMA' "$1")
+    o=$(grep -E 'relayed over ' "$1" | grep -vc 'relayed over RDMA'); [ "$n" -ge 2 ] && [ "$o" = 0 ]; }
+  line4_suite "$log"; rc=$?
+  show4 "$log"
+  relayed4 "$log" || { [ $rc = 0 ] && rc=1; echo "=== [guest] $name: A-D was not relayed over RDMA"; }
+  record "$name" $rc "$(secs "$t0")" "A=agent: $(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -1 | tr -s ' ')"
+  # the same from a standby: a holder on A's srlab is the host's agent, the suite's plugin not
+  t0=$(now)
+  hold "$a" /tmp/relay-line4-A.log; hpid=$!
+  sleep 3  # the holder binds the relay port first (2.5 s settle), so the suite's plugin stands by
+  line4_suite "$log.standby"; rc2=$?
+  show4 "$log.standby"
+  relayed4 "$log.standby" || { [ $rc2 = 0 ] && rc2=1; echo "=== [guest] $name-standby: not relayed over RDMA"; }
+  if ! grep -qE 'route from this host.s relay agent' "$log.standby"; then
+    [ $rc2 = 0 ] && rc2=1; echo "=== [guest] $name-standby: the suite's plugin did not ask its host's agent for the route (was it the agent itself?)"
+  fi
+  record "$name-standby" $rc2 "$(secs "$t0")" "A=standby: $(grep -E '^\[  (PASSED|FAILED) +\]' "$log.standby" | head -1 | tr -s ' ')"
+  kill -TERM "$hpid" 2>/dev/null; wait "$hpid"
+  # B's and C's rxe devices on both cables: the forwarded chunks
+  local ok=0 detail="" after dl r s
+  for i in "${!devs[@]}"; do
+    after=$(rxe_counters "${devs[$i]}")
+    dl=$(rxe_delta "${before[$i]}" "$after")
+    echo "    [relay rxe] ${devs[$i]}: $dl"
+    r=$(echo "$dl" | tr ' ' '\n' | awk -F+ '$1=="rcvd_pkts"{print $2}')
+    s=$(echo "$dl" | tr ' ' '\n' | awk -F+ '$1=="sent_pkts"{print $2}')
+    detail="$detail ${devs[$i]}:rcvd+${r:-0},sent+${s:-0}"
+    [ "${r:-0}" -ge 10000 ] && [ "${s:-0}" -ge 10000 ] || ok=1
+  done
+  record "$name-rxe" $ok 0.0 "relay hosts' rxe packets over both passes (each >= 10000):$detail"
+  echo "    [relay] chunk tag mismatches reported: $(cat /tmp/relay-line4-[BC].log "$log"* 2>/dev/null | grep -c 'chunk tag mismatch')"
+  grep -hE 'relay: forwarding .* over RDMA' /tmp/relay-line4-B.log /tmp/relay-line4-C.log | head -4 | sed 's/^/    [forward] /'
+  kill -TERM "$bpid" "$cpid" 2>/dev/null; wait "$bpid" "$cpid"
+  grep -vE '\] NCCL (INFO|TRACE) ' /tmp/relay-line4-B.log /tmp/relay-line4-C.log | grep -E 'WARN' | head -5 | sed 's/^/    [B,C] /'
+}
+
+# relay_line4_bw: four bench ranks on the line A-B-C-D (B and C are also the relay hosts), every
+# ordered pair at once: direct (A-B, B-C, C-D), 1 relay host (A-C, B-D), 2 relay hosts (A-D),
+# side by side in one run; the GB/s per pair are printed, not judged (TCG).
+relay_line4_bw() {
+  local name=relay-line4-bw t0 port=29568 pids=() r rc=0 detail=""
+  local ifs=("$SOFTROCE_LINE_AB_A_NETDEV" "$SOFTROCE_LINE_AB_B_NETDEV,$SOFTROCE_LINE_BC_A_NETDEV"
+    "$SOFTROCE_LINE_BC_B_NETDEV,$SOFTROCE_LINE_CD_A_NETDEV" "$SOFTROCE_LINE_CD_B_NETDEV")
+  local common=(--plugin "$PLUGIN" --nranks 4 --rendezvous 127.0.0.1:$port --sizes 4M
+    --iter-bytes 32M --window 4 --timeout 300)
+  t0=$(now)
+  for r in 3 2 1; do
+    NCCL_MESH_IFNAME=${ifs[$r]} NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET timeout 400 ./nccl-mesh-bench --rank $r "${common[@]}" \
+      > /tmp/bw4-$r.log 2>&1 &
+    pids+=($!)
+  done
+  NCCL_MESH_IFNAME=${ifs[0]} NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=NET timeout 400 ./nccl-mesh-bench --rank 0 "${common[@]}" > /tmp/bw4-0.log 2>&1
+  rc=$?
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  grep -vE '\] NCCL (INFO|TRACE) ' /tmp/bw4-0.log | sed 's/^/    [rank 0] /'
+  if ! grep -qE '# route rank 0 -> rank 3: relayed over RDMA' /tmp/bw4-0.log; then
+    rc=1; detail="A-D was not relayed over RDMA; "
+  fi
+  record "$name" $rc "$(secs "$t0")" "${detail}bench exit $rc (4 ranks, 4 MiB, every byte verified)"
+}
+
 if [ "${LANE_SANITIZER:-}" = address ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   SCALE=$((SCALE * 3))
@@ -593,6 +701,8 @@ case ${SOFTROCE_TOPO:-} in
         "$SOFTROCE_LINE_AB_B_NETDEV,$SOFTROCE_LINE_BC_A_NETDEV" "$SOFTROCE_LINE_BC_B_NETDEV"
       want relay-line3-kill && relay_line3_kill "$SOFTROCE_LINE_AB_A_NETDEV" \
         "$SOFTROCE_LINE_AB_B_NETDEV" "$SOFTROCE_LINE_BC_A_NETDEV" "$SOFTROCE_LINE_BC_B_NETDEV"
+      want relay-line4 && relay_line4
+      want relay-line4-bw && relay_line4_bw
     fi ;;
   *) echo "lane.sh needs topology pair, dual or mesh3"; exit 2 ;;
 esac
