@@ -972,6 +972,7 @@ void Agent::hand_to_rdma(Pending* p) {
   h.what = p->from + " -> " + p->to + (p->down_relay ? " (next relay)" : "");
   h.up = std::move(p->up);
   h.down = std::move(p->down);
+  const std::string what = h.what;  // the forwarder takes the handoff, its text included
   std::string why;
   if (!config_.rdma_forward(h, &why)) {
     p->up = std::move(h.up);
@@ -980,7 +981,7 @@ void Agent::hand_to_rdma(Pending* p) {
     return;
   }
   p->dead = true;
-  MESH_INFO(NCCL_NET, "relay: forwarding %s over RDMA (origin host %08x)", h.what.c_str(),
+  MESH_INFO(NCCL_NET, "relay: forwarding %s over RDMA (origin host %08x)", what.c_str(),
             p->req.origin);
 }
 

@@ -553,7 +553,9 @@ relay_line3() {
 # chained RDMA relay (issue 26 item 2): B and C hold the plugin (mesh_conformance_peer --hold,
 # NCCL_MESH_RELAY_SCOPE=process, each its own relay agent), A (rank 0) and D (the spawned peer)
 # run the GPU stand-in transfer test (NCCL_MESH_TEST_HOST_AS_GPU=1: every size 0 B-64 MiB both
-# ways, pages PROT_NONE to the CPU), relayed over RDMA through B and C; then the same from a
+# ways, pages PROT_NONE to the CPU), relayed over RDMA through B and C, and CloseAfterSendTest's
+# delivery after close (each side's sends complete and it closes before the other posts a
+# receive: the drain of B then C, chained, must deliver every byte); then the stand-in test from a
 # process on A that is not its host's relay agent (a third holder on srlab is the agent; the
 # suite's plugin stands by and asks it for the route); then (-bw) four bench ranks, every
 # ordered pair at once: direct, 1 relay host (A-C, B-D) and 2 relay hosts (A-D) side by side.
@@ -561,6 +563,7 @@ relay_line3() {
 # over RDMA; B's and C's rxe devices on both their cables received and sent >= 10000 packets
 # (the forwarded chunks: ~74 MiB each way); the bench verifies every byte.
 RELAY4_FILTER='Plugin/GpuMemoryTest.StandInMemoryCarriesEverySizeBothWaysWithoutCpuAccess/v11'
+RELAY4_CLOSE='Plugin/CloseAfterSendTest.CompletedSendsArriveAfterTheSenderClosed/v12'
 relay_line4() {
   local name=relay-line4 t0 rc rc2 log=/tmp/relay-line4.log
   local a=$SOFTROCE_LINE_AB_A_NETDEV b1=$SOFTROCE_LINE_AB_B_NETDEV b2=$SOFTROCE_LINE_BC_A_NETDEV
@@ -579,29 +582,31 @@ relay_line4() {
   }
   hold "$b1,$b2" /tmp/relay-line4-B.log; bpid=$!
   hold "$c1,$c2" /tmp/relay-line4-C.log; cpid=$!
-  line4_suite() { # LOG
+  line4_suite() { # LOG FILTER
     env NCCL_MESH_TEST_HOST_AS_GPU=1 MESH_CONFORMANCE_PLUGIN=$PLUGIN \
       MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer MESH_CONFORMANCE_IFNAME=$a \
       MESH_CONFORMANCE_PEER_IFNAME=$d MESH_CONF_VERBOSE=1 MESH_CONF_TIME_SCALE=$SCALE \
       MESH_CONFORMANCE_EXPECT_TRANSPORT=rdma NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
       MESH_CONFORMANCE_CONNECT_TIMEOUT_MS=${LANE_RELAY_CONNECT_TIMEOUT_MS:-20000} \
-      timeout -k 10 600 ./mesh_conformance_test --gtest_color=no --gtest_filter="$RELAY4_FILTER" \
-      > "$1" 2>&1
+      timeout -k 10 600 ./mesh_conformance_test --gtest_color=no --gtest_filter="$2" > "$1" 2>&1
   }
   show4() { grep -vE '\] NCCL (INFO|TRACE) ' "$1"
             grep -E 'relayed over ' "$1" | head -2 | sed 's/^/    [relay line] /'; }
   # the connects of A and D must say "relayed over RDMA", none another transport, >= 2 of A's
   relayed4() { local n o; n=$(grep -cE 'NCCL INFO .*connect to .*: relayed over RDMA' "$1")
     o=$(grep -E 'relayed over ' "$1" | grep -vc 'relayed over RDMA'); [ "$n" -ge 2 ] && [ "$o" = 0 ]; }
-  line4_suite "$log"; rc=$?
+  line4_suite "$log" "$RELAY4_FILTER:$RELAY4_CLOSE"; rc=$?
   show4 "$log"
   relayed4 "$log" || { [ $rc = 0 ] && rc=1; echo "=== [guest] $name: A-D was not relayed over RDMA"; }
-  record "$name" $rc "$(secs "$t0")" "A=agent: $(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -1 | tr -s ' ')"
+  if [ "$(grep -cE '^\[       OK \]' "$log")" -lt 2 ]; then
+    [ $rc = 0 ] && rc=1; echo "=== [guest] $name: fewer than the 2 tests of the filter ran"
+  fi
+  record "$name" $rc "$(secs "$t0")" "A=agent: $(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')"
   # the same from a standby: a holder on A's srlab is the host's agent, the suite's plugin not
   t0=$(now)
   hold "$a" /tmp/relay-line4-A.log; hpid=$!
   sleep 3  # the holder binds the relay port first (2.5 s settle), so the suite's plugin stands by
-  line4_suite "$log.standby"; rc2=$?
+  line4_suite "$log.standby" "$RELAY4_FILTER"; rc2=$?
   show4 "$log.standby"
   relayed4 "$log.standby" || { [ $rc2 = 0 ] && rc2=1; echo "=== [guest] $name-standby: not relayed over RDMA"; }
   if ! grep -qE 'route from this host.s relay agent' "$log.standby"; then
