@@ -111,8 +111,8 @@ struct SettingEnum<RelayScope> {
     "same on every host, as NCCL_MESH_TUNER.")                                                    \
   X(int64_t, relay, "NCCL_MESH_RELAY", 1, 0, 1,                                                   \
     "1: a connection to a peer without a common subnet is relayed through neighbours (shortest "  \
-    "paths of the cable graph, found at run time; RDMA through one relay host where both cables " \
-    "have RDMA, else TCP; docs/relay.md); 0: it fails.")                                          \
+    "paths of the cable graph, found at run time; RDMA through the relay hosts where every "      \
+    "cable of the route has RDMA, else TCP; docs/relay.md); 0: it fails.")                        \
   X(int64_t, relay_rdma_slots, "NCCL_MESH_RELAY_RDMA_SLOTS", 8, 1, 64,                            \
     "RDMA relay: staging slots per relayed connection on the relay host (chunks in flight "       \
     "between the two cables; memory per connection = slots x slot bytes).")                       \

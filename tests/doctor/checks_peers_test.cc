@@ -133,6 +133,10 @@ TEST(PeerCable, LineShowsEveryRelayHostInOrder) {
   out = check_peer_cables(f.inv, f.model, f.routes);
   EXPECT_EQ(out[2].verdict, Verdict::kWarn);
   EXPECT_TRUE(contains(out[2].message, "via B -> C (3 cables)")) << out[2].message;
+  // The plugin chains RDMA relay over any route length (issue 26 item 2): not "TCP" alone.
+  EXPECT_TRUE(
+      contains(out[2].message, "relayed over RDMA (where every cable has RDMA) or TCP via B -> C"))
+      << out[2].message;
 }
 
 TEST(PeerCable, FailNamesTheUnusedInterfaceThatWouldReachThePeer) {

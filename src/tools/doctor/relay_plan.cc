@@ -20,11 +20,11 @@ void add_addr(relay::HostEntry* h, const Ipv4Prefix& a) {
 std::string describe_relay(const RelayPlan& plan) {
   std::string via;
   for (const std::string& v : plan.via) via += (via.empty() ? "" : " -> ") + v;
-  // One relay host: the plugin relays over RDMA when both cables of the route have RDMA ports
-  // (docs/relay.md, "RDMA relay"); longer routes always go over TCP.
+  // The plugin relays over RDMA when every cable of the route has RDMA ports (docs/relay.md,
+  // "RDMA relay": chained through every relay host), else over TCP.
   const std::string how = plan.via.size() == 1
                               ? "relayed over RDMA (where both cables have RDMA) or TCP via "
-                              : "relayed over TCP via ";
+                              : "relayed over RDMA (where every cable has RDMA) or TCP via ";
   return how + via + " (" + std::to_string(plan.via.size() + 1) + " cables" +
          (plan.equal_cost_first_hops > 1
               ? ", " + std::to_string(plan.equal_cost_first_hops) + " equal-cost ways, all used"

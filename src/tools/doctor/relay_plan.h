@@ -21,8 +21,8 @@ struct RelayPlan {
   std::string why;                   // when not found: what is missing (from find_route)
 };
 
-// "relayed over TCP via B -> C (3 cables, 2 equal-cost ways, all used)" for a found plan ("relayed
-// over RDMA (where both cables have RDMA) or TCP via B (2 cables)" with one relay host); the
+// "relayed over RDMA (where every cable has RDMA) or TCP via B -> C (3 cables, 2 equal-cost ways,
+// all used)" for a found plan ("... (where both cables have RDMA) ..." with one relay host); the
 // words the peer-cable check, the mesh map and the JSON all use.
 std::string describe_relay(const RelayPlan& plan);
 
