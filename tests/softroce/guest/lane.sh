@@ -558,7 +558,7 @@ relay_line3() {
 # receive: the drain of B then C, chained, must deliver every byte); then the stand-in test from a
 # process on A that is not its host's relay agent (a third holder on srlab is the agent; the
 # suite's plugin stands by and asks it for the route); then (-bw) four bench ranks, every
-# ordered pair at once: direct, 1 relay host (A-C, B-D) and 2 relay hosts (A-D) side by side.
+# ordered pair in one run: direct, 1 relay host (A-C, B-D) and 2 relay hosts (A-D) side by side.
 # Passes when: A and D share no subnet; both suite passes pass with every connection relayed
 # over RDMA; B's and C's rxe devices on both their cables received and sent >= 10000 packets
 # (the forwarded chunks: ~74 MiB each way); the bench verifies every byte.
@@ -633,8 +633,8 @@ relay_line4() {
 }
 
 # relay_line4_bw: four bench ranks on the line A-B-C-D (B and C are also the relay hosts), every
-# ordered pair at once: direct (A-B, B-C, C-D), 1 relay host (A-C, B-D), 2 relay hosts (A-D),
-# side by side in one run; the GB/s per pair are printed, not judged (TCG).
+# ordered pair in one run (the bench measures one pair at a time): direct (A-B, B-C, C-D),
+# 1 relay host (A-C, B-D), 2 relay hosts (A-D); the GB/s per pair are printed, not judged (TCG).
 relay_line4_bw() {
   local name=relay-line4-bw t0 port=29568 pids=() r rc=0 detail=""
   local ifs=("$SOFTROCE_LINE_AB_A_NETDEV" "$SOFTROCE_LINE_AB_B_NETDEV,$SOFTROCE_LINE_BC_A_NETDEV"
