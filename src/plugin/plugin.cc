@@ -428,7 +428,10 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
                                     : pc.disagreement.c_str());
         return ncclInvalidUsage;
       }
-      MESH_WARN("connect to %s failed: %s", attempt->description.c_str(), attempt->error.c_str());
+      // An RDMA relay refused on a chain: the refusing relay host is one of the route's (its own
+      // log names the cable without RDMA); say which hosts those are.
+      MESH_WARN("connect to %s failed: %s%s", attempt->description.c_str(), attempt->error.c_str(),
+                pc.relay_rdma ? ("; RDMA relay route: " + pc.relay_path).c_str() : "");
       return ncclRemoteError;
     case handshake::ConnectStatus::kDone:
       break;
@@ -542,6 +545,7 @@ Plugin::RelayPlan Plugin::plan_relayed_connect(const handshake::Handle& h, size_
     if (pc->rdma) {
       pc->relay_rdma = true;
       pc->relay_host = plan.first.route;
+      pc->relay_path = plan.first.path;
       req->ndata = 0;
       // The QPs are on the cable to this relay host: every attempt goes there.
       req->relay = handshake::rdma_relay_resolver(plan.first);

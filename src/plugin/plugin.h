@@ -155,6 +155,7 @@ class Plugin {
     std::shared_ptr<rdma::Endpoint> rdma;  // set when the connection will use RDMA
     bool relay_rdma = false;               // rdma goes to a relay host (relay_send_connection.h)
     std::string relay_host;                // that relay host's address, for messages
+    std::string relay_path;                // the route's relay hosts, for the WARN of a refusal
     std::string disagreement;  // the shared settings that differ from the peer's handle ("": none)
   };
   std::map<std::pair<Context*, handshake::Nonce>, PendingConnect> pending_;
