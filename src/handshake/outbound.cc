@@ -190,9 +190,7 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
       // there). Fail now with the reason instead of at the connect deadline. On a chain the
       // refusal may come from a later relay host, passed back unchanged: its log names it.
       fail_outgoing(outgoing, "a relay host of the route (first hop " + out->relay_route + ") " +
-                                  relay::relay_reply_text(code) +
-                                  " (see the relay hosts' logs: the one that refused names the "
-                                  "cable)");
+                                  relay::relay_reply_text(code));
       return;
     }
     if (code != relay::ReplyCode::kOk) {

@@ -26,7 +26,9 @@
 #                     stand-in tests relayed (NCCL_MESH_TEST_HOST_AS_GPU=1)
 #   relay-line4       (the line extended by srlcd-srldc: A-B-C-D) A-D and D-A relayed over RDMA
 #                     through B and C (chained), GPU stand-in, also from a standby process;
-#                     relay-line4-bw: direct, 1 and 2 relay hosts side by side (see below)
+#                     relay-line4-bw: direct, 1 and 2 relay hosts side by side;
+#                     relay-line4-refuse: C's cable to D without RDMA, A's connect to D fails at
+#                     once naming the route (see below)
 # Each suite run also checks that its cable carried the traffic (veth tx counters) and that
 # every connection used $LANE_TRANSPORT (MESH_CONFORMANCE_EXPECT_TRANSPORT).
 #
@@ -659,6 +661,55 @@ relay_line4_bw() {
   record "$name" $rc "$(secs "$t0")" "${detail}bench exit $rc (4 ranks, 4 MiB, every byte verified)"
 }
 
+# relay_line4_refuse: item 5 on a chain. C's end of the C-D cable loses its RDMA port (rxe_lcd
+# deleted: the last step of the VM, as it cannot be undone), B and C hold the plugin, A connects
+# to D (NCCL_MESH_TRANSPORT=rdma: only an RDMA relay may carry it). C refuses the relay request
+# (kNoRdmaOnCable, its WARN naming srlcd), B passes the refusal back unchanged, and A's connect
+# fails at once with one WARN naming its first hop, the reason and the route's relay hosts.
+# Passes when A's log has that WARN (with the route: 3 cables) within 30 s of the suite's start
+# (plugin init, the agents' 2.5 s settle and the route's beacons included, under TCG) and C's log
+# names its cable; the gate test is only the vehicle of the connect, stopped once the WARN is
+# there.
+relay_line4_refuse() {
+  local name=relay-line4-refuse t0 log=/tmp/relay-line4-refuse.log ok=0 detail bpid cpid
+  local a=$SOFTROCE_LINE_AB_A_NETDEV d=$SOFTROCE_LINE_CD_B_NETDEV
+  t0=$(now)
+  rdma link delete "$SOFTROCE_LINE_CD_A_DEV" || { record "$name" 1 0.0 "cannot delete $SOFTROCE_LINE_CD_A_DEV"; return; }
+  MESH_CONFORMANCE_PEER_IFNAME=$SOFTROCE_LINE_AB_B_NETDEV,$SOFTROCE_LINE_BC_A_NETDEV \
+    NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=rdma MESH_CONF_VERBOSE=1 \
+    ./mesh_conformance_peer --hold "$PLUGIN" 300 > /tmp/refuse-B.log 2>&1 &
+  bpid=$!
+  MESH_CONFORMANCE_PEER_IFNAME=$SOFTROCE_LINE_BC_B_NETDEV,$SOFTROCE_LINE_CD_A_NETDEV \
+    NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=rdma MESH_CONF_VERBOSE=1 \
+    ./mesh_conformance_peer --hold "$PLUGIN" 300 > /tmp/refuse-C.log 2>&1 &
+  cpid=$!
+  local t1 spid i pat
+  t1=$(now)
+  MESH_CONFORMANCE_PLUGIN=$PLUGIN MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer \
+    MESH_CONFORMANCE_IFNAME=$a MESH_CONFORMANCE_PEER_IFNAME=$d MESH_CONF_VERBOSE=1 \
+    MESH_CONF_TIME_SCALE=$SCALE NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
+    MESH_CONFORMANCE_CONNECT_TIMEOUT_MS=20000 timeout -k 5 60 ./mesh_conformance_test \
+    --gtest_color=no --gtest_filter="$RELAY_GATE" > "$log" 2>&1 &
+  spid=$!
+  # The failed connect is all this step needs: the test itself then waits for its peer's
+  # accept, so it is stopped as soon as the WARN is there (or after 40 s).
+  pat='^\[test\] NCCL WARN .*connect to .* failed: a relay host of the route \(first hop 198\.18\.5\.2(:[0-9]+)?\) cannot forward RDMA: its own cable'
+  for i in $(seq 80); do grep -qE "$pat" "$log" && break; sleep 0.5; done
+  local after; after=$(secs "$t1")
+  kill -TERM "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+  local warn cwarn
+  warn=$(grep -m1 -E "$pat" "$log")
+  cwarn=$(grep -m1 -E 'WARN .*cable to the destination \(local '"$SOFTROCE_LINE_CD_A_NETDEV"' ' /tmp/refuse-C.log)
+  [ -n "$warn" ] || grep -E 'WARN|FAILED|Failure' "$log" | head -8 | sed 's/^/    [A log] /'
+  echo "    [A] ${warn:-no such WARN}"
+  echo "    [C] ${cwarn:-no such WARN}"
+  [ -n "$warn" ] && [ -n "$cwarn" ] && echo "$warn" | grep -q 'RDMA relay route: 3 cables' || ok=1
+  awk -v s="$after" 'BEGIN{exit !(s <= 30)}' || ok=1
+  kill -TERM "$bpid" "$cpid" 2>/dev/null; wait "$bpid" "$cpid"
+  detail="A's connect to D refused through the chain (C's cable to D without RDMA): A's WARN $([ -n "$warn" ] && echo "after ${after}s (limit 30, the connect timeout is 20)" || echo NO), C's WARN $([ -n "$cwarn" ] && echo yes || echo NO)"
+  record "$name" $ok "$(secs "$t0")" "$detail"
+}
+
 if [ "${LANE_SANITIZER:-}" = address ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   SCALE=$((SCALE * 3))
@@ -708,6 +759,7 @@ case ${SOFTROCE_TOPO:-} in
         "$SOFTROCE_LINE_AB_B_NETDEV" "$SOFTROCE_LINE_BC_A_NETDEV" "$SOFTROCE_LINE_BC_B_NETDEV"
       want relay-line4 && relay_line4
       want relay-line4-bw && relay_line4_bw
+      want relay-line4-refuse && relay_line4_refuse  # last: it deletes rxe_lcd
     fi ;;
   *) echo "lane.sh needs topology pair, dual or mesh3"; exit 2 ;;
 esac
