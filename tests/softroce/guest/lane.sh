@@ -641,8 +641,9 @@ relay_line4_bw() {
   local name=relay-line4-bw t0 port=29568 pids=() r rc=0 detail=""
   local ifs=("$SOFTROCE_LINE_AB_A_NETDEV" "$SOFTROCE_LINE_AB_B_NETDEV,$SOFTROCE_LINE_BC_A_NETDEV"
     "$SOFTROCE_LINE_BC_B_NETDEV,$SOFTROCE_LINE_CD_A_NETDEV" "$SOFTROCE_LINE_CD_B_NETDEV")
+  # No TCP baseline: the comparison is the plugin's own, direct vs relayed (and it saves lane time)
   local common=(--plugin "$PLUGIN" --nranks 4 --rendezvous 127.0.0.1:$port --sizes 4M
-    --iter-bytes 32M --window 4 --timeout 300)
+    --iter-bytes 32M --window 4 --timeout 300 --no-tcp-baseline)
   t0=$(now)
   for r in 3 2 1; do
     NCCL_MESH_IFNAME=${ifs[$r]} NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
