@@ -58,8 +58,8 @@
 #      LANE_RELAY_FILTER     --gtest_filter of relay-line3's first pass (default $RELAY_FILTER)
 #      LANE_RELAY_MANY       1: relay-line3 also runs 16 relayed connections at once (default 1
 #                      for an RDMA relay, 0 for a TCP relay: see RELAY_MANY)
-#      LANE_RELAY_IB_TIMEOUT NCCL_MESH_IB_TIMEOUT of relay-line3's processes (default: the
-#                      plugin's, 20; 14 is the retransmission stress of issue 26)
+#      LANE_RELAY_IB_TIMEOUT NCCL_MESH_IB_TIMEOUT of relay-line3's and relay-line4's processes
+#                      (default: the plugin's, 20; 14 is the retransmission stress of issue 26)
 #      LANE_RELAY_DRAIN_MS   relay host B's NCCL_MESH_RELAY_RDMA_DRAIN_MS, also told to the suite
 #                      (MESH_CONFORMANCE_RELAY_DRAIN_MS; default 20000)
 # Exit status: 0 when every step passed.
@@ -578,14 +578,17 @@ relay_line4() {
     record "$name" 1 0.0 "A shares D's subnet"; return
   fi
   for i in "${!devs[@]}"; do before+=("$(rxe_counters "${devs[$i]}")"); done
+  # LANE_RELAY_IB_TIMEOUT applies here too (the retransmission stress, with tags at both hops)
+  local ibt=()
+  [ -n "${LANE_RELAY_IB_TIMEOUT:-}" ] && ibt=(NCCL_MESH_IB_TIMEOUT=$LANE_RELAY_IB_TIMEOUT)
   hold() { # IFNAMES LOG
-    MESH_CONFORMANCE_PEER_IFNAME=$1 NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=rdma \
+    env "${ibt[@]}" MESH_CONFORMANCE_PEER_IFNAME=$1 NCCL_MESH_RELAY_SCOPE=process NCCL_MESH_TRANSPORT=rdma \
       MESH_CONF_VERBOSE=1 ./mesh_conformance_peer --hold "$PLUGIN" 1200 > "$2" 2>&1 &
   }
   hold "$b1,$b2" /tmp/relay-line4-B.log; bpid=$!
   hold "$c1,$c2" /tmp/relay-line4-C.log; cpid=$!
   line4_suite() { # LOG FILTER
-    env NCCL_MESH_TEST_HOST_AS_GPU=1 MESH_CONFORMANCE_PLUGIN=$PLUGIN \
+    env "${ibt[@]}" NCCL_MESH_TEST_HOST_AS_GPU=1 MESH_CONFORMANCE_PLUGIN=$PLUGIN \
       MESH_CONFORMANCE_PEER=/guest/mesh_conformance_peer MESH_CONFORMANCE_IFNAME=$a \
       MESH_CONFORMANCE_PEER_IFNAME=$d MESH_CONF_VERBOSE=1 MESH_CONF_TIME_SCALE=$SCALE \
       MESH_CONFORMANCE_EXPECT_TRANSPORT=rdma NCCL_MESH_TRANSPORT=rdma NCCL_MESH_RELAY_SCOPE=process \
@@ -628,6 +631,7 @@ relay_line4() {
     [ "${r:-0}" -ge 10000 ] && [ "${s:-0}" -ge 10000 ] || ok=1
   done
   record "$name-rxe" $ok 0.0 "relay hosts' rxe packets over both passes (each >= 10000):$detail"
+  grep -h 'chunk tag mismatch' /tmp/relay-line4-[BC].log "$log"* 2>/dev/null | head -5 | sed 's/^/    [tag mismatch] /'
   echo "    [relay] chunk tag mismatches reported: $(cat /tmp/relay-line4-[BC].log "$log"* 2>/dev/null | grep -c 'chunk tag mismatch')"
   grep -hE 'relay: forwarding .* over RDMA' /tmp/relay-line4-B.log /tmp/relay-line4-C.log | head -4 | sed 's/^/    [forward] /'
   kill -TERM "$bpid" "$cpid" 2>/dev/null; wait "$bpid" "$cpid"
