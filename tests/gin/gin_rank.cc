@@ -44,8 +44,13 @@ bool GinRank::teardown() {
   return ok(api.finalize(ctx), "finalize");
 }
 
+int registration_type() {
+  const char* m = std::getenv("MESH_GIN_MEMORY");
+  return m != nullptr && std::string(m) == "cuda" ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+}
+
 bool GinRank::reg(void* data, size_t size, void** mh, uint64_t flags) {
-  return ok(api.reg(comm, data, size, NCCL_PTR_HOST, flags, mh), "regMrSym");
+  return ok(api.reg(comm, data, size, registration_type(), flags, mh), "regMrSym");
 }
 
 bool GinRank::dereg(void* mh) {

@@ -14,6 +14,9 @@
 namespace gintest {
 
 std::string plugin_path();
+// NCCL_PTR_HOST, or NCCL_PTR_CUDA with MESH_GIN_MEMORY=cuda (the Soft-RoCE step: the GPU-memory
+// stand-in, with NCCL_MESH_TEST_GIN_CUDA_LIBRARY naming the CUDA driver stand-in fake_cuda.cc).
+int registration_type();
 
 struct GinRank {
   explicit GinRank(RankEnv& e) : env(e) {}

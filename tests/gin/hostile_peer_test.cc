@@ -73,6 +73,18 @@ const Case kCases[] = {
        mesh::gin::encode_header(h, m);
        return mesh::gin::kHeaderSize;
      }},
+    // A registration key (one-sided peers only) from a peer that offered no QP.
+    {"registration_key_from_a_two_sided_peer",
+     [](uint8_t* m) {
+       mesh::gin::Header h;
+       h.kind = mesh::gin::Kind::kRegKey;
+       h.flags = mesh::gin::kFlagLast;
+       h.reg = 1;
+       h.length = mesh::gin::kRegKeySize;
+       mesh::gin::encode_header(h, m);
+       mesh::gin::encode_reg_key({0x1000, 4096, 7}, m + mesh::gin::kHeaderSize);
+       return mesh::gin::kHeaderSize + mesh::gin::kRegKeySize;
+     }},
     {"signal_outside_its_registration",
      [](uint8_t* m) {
        mesh::gin::Header h;
@@ -141,6 +153,27 @@ bool forged_peer(RankEnv& env, const Case& c) {
   int done = 0;
   while (!done)
     if (net->test(rreq, &done, nullptr) != ncclSuccess) return env.fail("rank 0's greeting");
+  // The RDMA hellos (wire.h): rank 0's two, and ours, offering no QP (a two-sided peer).
+  for (const uint8_t phase : {uint8_t{1}, uint8_t{2}}) {
+    rreq = nullptr;
+    while (rreq == nullptr)
+      if (net->irecv(recv, 1, &data, &size, &tag, &in_mh, nullptr, &rreq) != ncclSuccess)
+        return env.fail("net irecv");
+    mesh::gin::RdmaHello hello;
+    hello.phase = phase;
+    const std::vector<uint8_t> bytes = mesh::gin::encode_rdma_hello(hello);
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    if (!send_msg(bytes.size())) return env.fail("RDMA hello");
+    done = 0;
+    int got = 0;
+    while (!done)
+      if (net->test(rreq, &done, &got) != ncclSuccess) return env.fail("rank 0's RDMA hello");
+    mesh::gin::RdmaHello theirs;
+    std::string why;
+    if (!mesh::gin::decode_rdma_hello(in.data(), static_cast<size_t>(got), &theirs, &why) ||
+        theirs.phase != phase)
+      return env.fail("rank 0's RDMA hello: " + why);
+  }
   if (!env.barrier()) return false;  // rank 0 registered its region (id 1)
   if (!send_msg(c.craft(out.data()))) return env.fail("crafted message");
   if (!env.barrier(60000)) return false;  // rank 0 has checked

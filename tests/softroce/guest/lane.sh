@@ -275,6 +275,54 @@ standin() {
   record "$name" $rc "$(secs "$t0")" "$detail"
 }
 
+# gin NAME IFNAMES RXE...: the GIN suite (tests/gin) over GIN's one-sided RDMA path (RDMA WRITE,
+# FETCH_AND_ADD signals, READ on one RC QP per rank pair; docs/gin.md), 2 and 3 ranks in this VM's
+# namespace, rank r on entry r of IFNAMES ("a0,a1;b0,b1;c0,c1"), every registration NCCL_PTR_CUDA
+# through the CUDA driver stand-in (libmesh_gin_fake_cuda.so). One ABI version (v13: 4 contexts;
+# the versions are thin adapters over one core). Passes when the suite passes, every rank pair
+# logged "one-sided over", no pair stayed on the message stream, the close lines counted RDMA
+# WRITEs, atomics and READs and no put/get as a stream message, and the rxe devices sent packets.
+GIN_FILTER='Gin/OrderingTest.SignalImpliesEveryEarlierPut/v13_3ranks:Gin/OpsTest.*/v13:Gin/HostileTest.PeerDeathFailsRequestsWithoutHanging/v13'
+gin() {
+  local name=$1 ifnames=$2; shift 2
+  local devs=("$@") before=() d rc t0 log=/tmp/$1.log detail
+  [ "$T" = rdma ] || return 0
+  if [ ! -x /guest/mesh_gin_test ] || [ ! -f /guest/libmesh_gin_fake_cuda.so ]; then
+    record "$name" 1 0.0 "mesh_gin_test or libmesh_gin_fake_cuda.so is not in the VM (build them)"
+    return
+  fi
+  for d in "${devs[@]}"; do before+=("$(rxe_sent "$d")"); done
+  echo "=== [guest] $name: GIN suite, one-sided RDMA, ranks on $ifnames, filter ${LANE_GIN_FILTER:-$GIN_FILTER}"
+  t0=$(now)
+  MESH_GIN_PLUGIN=$PLUGIN MESH_GIN_IFNAMES=$ifnames MESH_GIN_MEMORY=cuda \
+    NCCL_MESH_TEST_GIN_CUDA_LIBRARY=/guest/libmesh_gin_fake_cuda.so MESH_GIN_TIME_SCALE=$SCALE \
+    NCCL_MESH_TRANSPORT=rdma NCCL_DEBUG=INFO \
+    timeout -k 10 600 /guest/mesh_gin_test --gtest_color=no \
+    --gtest_filter="${LANE_GIN_FILTER:-$GIN_FILTER}" > "$log" 2>&1
+  rc=$?
+  grep -v -e ' INFO ' -e 'arp_ignore=0 there' "$log"
+  grep -E 'one-sided|stays on the message stream' "$log" | sort | uniq -c | sort -rn | head -12
+  detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
+  [ $rc = 124 ] && detail="timed out after 600 s; $detail"
+  record "$name" $rc "$(secs "$t0")" "$detail"
+  local pairs stays closes writes atomics reads stream moved="" ok=0
+  pairs=$(grep -c 'one-sided over' "$log")
+  stays=$(grep -c 'stays on the message stream' "$log")
+  closes=$(grep -c 'RDMA WRITEs' "$log")
+  writes=$(grep -oE '[0-9]+ RDMA WRITEs' "$log" | awk '{s += $1} END {print s + 0}')
+  atomics=$(grep -oE '[0-9]+ atomics' "$log" | awk '{s += $1} END {print s + 0}')
+  reads=$(grep -oE '[0-9]+ READs' "$log" | awk '{s += $1} END {print s + 0}')
+  stream=$(grep -oE '[0-9]+ puts/gets as stream messages' "$log" | awk '{s += $1} END {print s + 0}')
+  for i in "${!devs[@]}"; do
+    d=$(($(rxe_sent "${devs[$i]}") - ${before[$i]}))
+    moved="$moved ${devs[$i]}:$d"
+    [ $d -gt 0 ] || ok=1
+  done
+  [ "$pairs" -gt 0 ] && [ "$stays" = 0 ] && [ "$closes" -gt 0 ] && [ "$writes" -gt 0 ] &&
+    [ "$atomics" -gt 0 ] && [ "$reads" -gt 0 ] && [ "$stream" = 0 ] || ok=1
+  record "$name-one-sided" $ok 0.0 "$pairs one-sided pair lines, $stays two-sided; $closes closes: $writes RDMA WRITEs, $atomics atomics, $reads READs, $stream puts/gets on the stream; rxe sent_pkts:$moved"
+}
+
 # want STEP: whether LANE_STEPS (default: all) selects the step; a skipped step says so.
 want() {
   [ -z "${LANE_STEPS:-}" ] && return 0
@@ -586,6 +634,9 @@ case ${SOFTROCE_TOPO:-} in
     want standin-mesh3 &&
       standin standin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
         "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV"
+    want gin-mesh3 &&
+      gin gin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV;$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV;$SOFTROCE_AC_B_NETDEV,$SOFTROCE_BC_B_NETDEV" \
+        "$SOFTROCE_AB_A_DEV" "$SOFTROCE_AB_B_DEV" "$SOFTROCE_AC_A_DEV" "$SOFTROCE_BC_B_DEV"
     want relay-line3 && relay_line3
     # RDMA relay only (TCP relay has its own namespace fault and bandwidth cases)
     if [ "${LANE_RELAY_TRANSPORT:-$T}" = rdma ]; then
