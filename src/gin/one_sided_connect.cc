@@ -105,18 +105,22 @@ bool Comm::setup_one_sided(int64_t deadline, std::string* failure) {
     if (h.offer) h.setup = p.rdma->setup();
     out[static_cast<size_t>(j)] = encode_rdma_hello(h);
   }
+  // Rank j's hello of `phase`, validated; false with *failure (the whole connect fails: a
+  // peer that cannot say this much is not one of ours).
+  auto hello_of = [&](int j, uint8_t phase, RdmaHello* h, std::string* why) {
+    const auto& msg = in[static_cast<size_t>(j)];
+    if (decode_rdma_hello(msg.data(), msg.size(), h, why) && h->phase == phase) return true;
+    *failure = "rank " + std::to_string(j) + " sent a bad RDMA hello (phase " +
+               std::to_string(phase) + "): " + (why->empty() ? "wrong phase" : *why);
+    return false;
+  };
   if (!exchange(out, &in, deadline, failure)) return false;
   for (int j = 0; j < nranks_; ++j) {
     if (j == rank_) continue;
     Peer& p = *peers_[static_cast<size_t>(j)];
     RdmaHello h;
     std::string why;
-    const auto& msg = in[static_cast<size_t>(j)];
-    if (!decode_rdma_hello(msg.data(), msg.size(), &h, &why) || h.phase != 1) {
-      *failure = "rank " + std::to_string(j) + " sent a bad RDMA hello: " +
-                 (why.empty() ? "phase " + std::to_string(h.phase) : why);
-      return false;
-    }
+    if (!hello_of(j, 1, &h, &why)) return false;
     if (p.rdma && h.offer && !p.rdma->connect(h.setup, &why)) {
       MESH_INFO(NCCL_INIT | NCCL_NET,
                 "GIN: rank %d: rank %d stays on the message stream: connecting the QP failed: %s",
@@ -136,12 +140,7 @@ bool Comm::setup_one_sided(int64_t deadline, std::string* failure) {
     Peer& p = *peers_[static_cast<size_t>(j)];
     RdmaHello h;
     std::string why;
-    const auto& msg = in[static_cast<size_t>(j)];
-    if (!decode_rdma_hello(msg.data(), msg.size(), &h, &why) || h.phase != 2) {
-      *failure = "rank " + std::to_string(j) + " sent a bad RDMA ready: " +
-                 (why.empty() ? "phase " + std::to_string(h.phase) : why);
-      return false;
-    }
+    if (!hello_of(j, 2, &h, &why)) return false;
     if (!h.offer) p.rdma.reset();
     if (!p.rdma) continue;
     MESH_INFO(NCCL_INIT | NCCL_NET,

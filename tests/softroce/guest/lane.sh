@@ -197,10 +197,12 @@ write_bw_gbs() {
 
 # nccl-mesh-bench, two processes (multi-host mode, rendezvous on 127.0.0.1): rank 0 on IF0,
 # rank 1 on IF1; prints the plugin's GB/s for rank 0 -> rank 1 at BW_BYTES, or nothing.
+# BENCH_PATTERN (optional): the bench's --pattern (gin-put: GIN's first column).
 bench_gbs() {
   local if0=$1 if1=$2 port=29555 p1 c s
   local common=(--plugin "$PLUGIN" --nranks 2 --rendezvous 127.0.0.1:$port --sizes "$BW_BYTES"
     --window "$BW_WINDOW" --iters 128 --warmup 8 --no-verify --timeout 120)
+  [ -n "${BENCH_PATTERN:-}" ] && common+=(--pattern "$BENCH_PATTERN")
   NCCL_MESH_IFNAME=$if1 NCCL_MESH_TRANSPORT=$T NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
     timeout 300 ./nccl-mesh-bench --rank 1 "${common[@]}" > /tmp/bench1.log 2>&1 &
   p1=$!
@@ -320,6 +322,19 @@ gin() {
   done
   [ "$pairs" -gt 0 ] && [ "$stays" = 0 ] && [ "$closes" -gt 0 ] && [ "$writes" -gt 0 ] &&
     [ "$atomics" -gt 0 ] && [ "$reads" -gt 0 ] && [ "$stream" = 0 ] || ok=1
+  # What it costs, side by side on the A-B cable (printed, not judged: TCG): ib_write_bw, then
+  # GIN puts over the one-sided path (nccl-mesh-bench --pattern gin-put, LANE_GIN_BW_BYTES,
+  # window BW_WINDOW, with its net and TCP references); the bench's GIN must be one-sided too.
+  if [ "${LANE_SKIP_BW:-0}" != 1 ]; then
+    local w g t1 bwok=0 BW_BYTES=${LANE_GIN_BW_BYTES:-256K}  # 1 MiB x 128 x 3 paths: 70 s
+    t1=$(now)
+    w=$(write_bw_gbs "$SOFTROCE_AB_B_DEV" "$SOFTROCE_AB_B_GID" "$SOFTROCE_AB_A_DEV" "$SOFTROCE_AB_A_GID")
+    g=$(BENCH_PATTERN=gin-put bench_gbs "$SOFTROCE_AB_A_NETDEV" "$SOFTROCE_AB_B_NETDEV")
+    grep -q 'one-sided over' /tmp/bench0.log || bwok=1
+    [ -n "$w" ] && [ -n "$g" ] || bwok=1
+    echo "RATIO gin_put_vs_ib_write_bw=$(awk -v g="${g:-0}" -v w="${w:-0}" 'BEGIN{ if (g > 0 && w > 0) printf "%.3f", g / w; else print "null" }') (gin-put ${g:-?} GB/s, ib_write_bw ${w:-?} GB/s, $BW_BYTES, window $BW_WINDOW)"
+    record "$name-bw" $bwok "$(secs "$t1")" "gin-put ${g:-?} GB/s vs ib_write_bw ${w:-?} GB/s at $BW_BYTES (bench GIN one-sided: $([ $bwok = 0 ] && echo yes || echo NO))"
+  fi
   record "$name-one-sided" $ok 0.0 "$pairs one-sided pair lines, $stays two-sided; $closes closes: $writes RDMA WRITEs, $atomics atomics, $reads READs, $stream puts/gets on the stream; rxe sent_pkts:$moved"
 }
 
