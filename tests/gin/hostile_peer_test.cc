@@ -101,8 +101,9 @@ const Case kCases[] = {
 
 class HostilePeerTest : public ::testing::TestWithParam<Case> {};
 
-// Rank 1: the forged peer, on the net plugin API.
-bool forged_peer(RankEnv& env, const Case& c) {
+// Rank 1: the forged peer, on the net plugin API. With `bad_hello` it answers the greeting with
+// an RDMA hello that offers a QP but carries no setup message, and stops there.
+bool forged_peer(RankEnv& env, const Case& c, bool bad_hello = false) {
   void* lib = dlopen(plugin_path().c_str(), RTLD_NOW | RTLD_LOCAL);
   auto* net =
       lib != nullptr ? static_cast<ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11")) : nullptr;
@@ -153,6 +154,17 @@ bool forged_peer(RankEnv& env, const Case& c) {
   int done = 0;
   while (!done)
     if (net->test(rreq, &done, nullptr) != ncclSuccess) return env.fail("rank 0's greeting");
+  if (bad_hello) {
+    const uint8_t hello[mesh::gin::kRdmaHelloHeader] = {'G', 'I', 'N', 'R', 1, 1};
+    std::memcpy(out.data(), hello, sizeof(hello));
+    if (!send_msg(sizeof(hello))) return env.fail("bad RDMA hello");
+    if (!env.barrier(60000)) return false;  // rank 0's connect has failed
+    net->closeSend(send);
+    net->closeRecv(recv);
+    net->closeListen(listen);
+    net->finalize(ctx);
+    return true;
+  }
   // The RDMA hellos (wire.h): rank 0's two, and ours, offering no QP (a two-sided peer).
   for (const uint8_t phase : {uint8_t{1}, uint8_t{2}}) {
     rreq = nullptr;
@@ -213,6 +225,33 @@ TEST_P(HostilePeerTest, StreamFailsAndNothingIsWrittenOutsideTheRegistration) {
     if (!env.barrier()) return false;
     return g.dereg(mh) && g.api.release_target(g.comm, g.target) == ncclSuccess &&
            g.api.close_coll(g.comm) == ncclSuccess && g.api.finalize(g.ctx) == ncclSuccess;
+  });
+  EXPECT_EQ(errors, "");
+}
+
+// A peer whose RDMA hello (connect's second exchange) is malformed: connect fails with a WARN
+// instead of pairing with it, and returns well within the connect timeout.
+TEST(GinHostileHello, ConnectRefusesAMalformedRdmaHello) {
+  const std::string errors = run_ranks(2, 90, [&](RankEnv& env) {
+    if (env.rank() == 1) return forged_peer(env, kCases[0], true);
+    GinApi api;
+    std::string why;
+    if (!api.open(plugin_path(), 13, &why)) return env.fail("open: " + why);
+    void *ctx = nullptr, *listen = nullptr, *comm = nullptr;
+    uint8_t handle[128] = {};
+    if (api.init(&ctx, env.shared().comm_id) != ncclSuccess ||
+        api.listen(ctx, 0, handle, &listen) != ncclSuccess)
+      return env.fail("init/listen");
+    std::vector<void*> handles(2);
+    if (!env.allgather_handles(handle, handles.data())) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ncclResult_t rc = api.connect(ctx, handles.data(), 2, 0, listen, &comm);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    if (rc == ncclSuccess) return env.fail("connect accepted a peer with a malformed RDMA hello");
+    if (took > std::chrono::seconds(4 * time_scale()))
+      return env.fail("connect took too long to refuse the hello");
+    if (!env.barrier(60000)) return false;
+    return api.close_listen(listen) == ncclSuccess && api.finalize(ctx) == ncclSuccess;
   });
   EXPECT_EQ(errors, "");
 }
