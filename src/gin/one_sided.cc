@@ -55,6 +55,7 @@ std::unique_ptr<OneSided> OneSided::create(rdma::VerbsDevice* dev, const rdma::R
   s->rd_atomic_ = std::clamp(std::min(attr.max_qp_rd_atom, attr.max_qp_init_rd_atom), 1, 16);
   s->qp_ = rdma::QueuePair::create(dev, rail.port, rail.local_addr, rail.peer_addr, why, true);
   if (!s->qp_) return nullptr;
+  s->qp_->watch(s->async_);
   s->fetch_ = static_cast<uint64_t*>(std::aligned_alloc(64, 64));
   if (s->fetch_ == nullptr) {
     *why = "out of memory";

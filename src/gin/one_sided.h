@@ -15,7 +15,8 @@
 // completes a QP's work requests in order, so a completion completes every op up to its number.
 //
 // Threads: created and connected on NCCL's thread in connect(); afterwards only the GIN engine
-// thread posts, polls and reads the remote keys. Registrations (RdmaRegistration) are made on
+// thread posts, polls and reads the remote keys; the device's async-event thread only fails
+// `async_`. Registrations (RdmaRegistration) are made on
 // NCCL's thread in regMrSym and may be released by the engine (the last op holding them).
 #pragma once
 
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "gin/wire.h"
+#include "transport/failure_latch.h"
 #include "transport/rdma/completions.h"
 #include "transport/rdma/devices.h"
 #include "transport/rdma/endpoint.h"
@@ -98,6 +100,8 @@ class OneSided {
 
   rdma::VerbsDevice* dev_ = nullptr;
   std::unique_ptr<rdma::QueuePair> qp_;
+  // Failed by the device's async-event thread on a QP or CQ error (QueuePair::watch).
+  std::shared_ptr<FailureLatch> async_ = std::make_shared<FailureLatch>();
   int rd_atomic_ = 1;
   uint64_t* fetch_ = nullptr;  // where the atomics' old values land (never read)
   ibv_mr* fetch_mr_ = nullptr;
@@ -106,6 +110,12 @@ class OneSided {
 
 template <typename OnDone>
 bool OneSided::poll(std::string* why, OnDone&& on_done) {
+  if (async_->failed()) {
+    // An asynchronous QP/CQ event (the device's event thread): its WARN names the event.
+    async_->report("GIN one-sided " + qp_->describe());
+    *why = "asynchronous error on " + qp_->describe() + " (see the WARN above)";
+    return false;
+  }
   ibv_wc wc[16];
   for (;;) {
     const int n = ibv_poll_cq(qp_->cq(), 16, wc);
