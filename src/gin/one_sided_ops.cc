@@ -61,7 +61,7 @@ int Comm::post_one_sided(uint32_t rank, Peer& p, Op& op) {
   o.wrs = wrs;
   std::string why;
   if (put) {
-    const ibv_mr* mr = data ? op.src->rdma->on(q.device()) : nullptr;
+    const ibv_mr* mr = data && op.src->rdma ? op.src->rdma->on(q.device()) : nullptr;
     if (data && mr == nullptr) {
       fail_peer(rank, "the source registration is not registered on " + q.describe());
       return -1;
