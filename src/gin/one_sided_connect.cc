@@ -114,13 +114,20 @@ bool Comm::setup_one_sided(int64_t deadline, std::string* failure) {
                std::to_string(phase) + "): " + (why->empty() ? "wrong phase" : *why);
     return false;
   };
-  if (!exchange(out, &in, deadline, failure)) return false;
-  for (int j = 0; j < nranks_; ++j) {
-    if (j == rank_) continue;
-    Peer& p = *peers_[static_cast<size_t>(j)];
-    RdmaHello h;
+  // Exchanges `out`, then calls on(j, peer, its hello) for every peer; false with *failure.
+  auto each_hello = [&](uint8_t phase, auto&& on) {
+    if (!exchange(out, &in, deadline, failure)) return false;
+    for (int j = 0; j < nranks_; ++j) {
+      if (j == rank_) continue;
+      RdmaHello h;
+      std::string why;
+      if (!hello_of(j, phase, &h, &why)) return false;
+      on(j, *peers_[static_cast<size_t>(j)], h);
+    }
+    return true;
+  };
+  const bool offered = each_hello(1, [&](int j, Peer& p, const RdmaHello& h) {
     std::string why;
-    if (!hello_of(j, 1, &h, &why)) return false;
     if (p.rdma && h.offer && !p.rdma->connect(h.setup, &why)) {
       MESH_INFO(NCCL_INIT | NCCL_NET,
                 "GIN: rank %d: rank %d stays on the message stream: connecting the QP failed: %s",
@@ -132,17 +139,12 @@ bool Comm::setup_one_sided(int64_t deadline, std::string* failure) {
     ready.phase = 2;
     ready.offer = p.rdma != nullptr;
     out[static_cast<size_t>(j)] = encode_rdma_hello(ready);
-  }
+  });
+  if (!offered) return false;
   // Both QPs are in RTS before either side posts: no request reaches a QP still in INIT.
-  if (!exchange(out, &in, deadline, failure)) return false;
-  for (int j = 0; j < nranks_; ++j) {
-    if (j == rank_) continue;
-    Peer& p = *peers_[static_cast<size_t>(j)];
-    RdmaHello h;
-    std::string why;
-    if (!hello_of(j, 2, &h, &why)) return false;
+  return each_hello(2, [&](int j, Peer& p, const RdmaHello& h) {
     if (!h.offer) p.rdma.reset();
-    if (!p.rdma) continue;
+    if (!p.rdma) return;
     MESH_INFO(NCCL_INIT | NCCL_NET,
               "GIN: rank %d <-> rank %d one-sided over %s (RDMA WRITE, FETCH_AND_ADD signals, "
               "READ)",
@@ -150,8 +152,7 @@ bool Comm::setup_one_sided(int64_t deadline, std::string* failure) {
     if (std::find(rdma_devices_.begin(), rdma_devices_.end(), p.rdma->device()) ==
         rdma_devices_.end())
       rdma_devices_.push_back(p.rdma->device());
-  }
-  return true;
+  });
 }
 
 }  // namespace mesh::gin

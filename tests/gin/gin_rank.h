@@ -22,6 +22,8 @@ struct GinRank {
   explicit GinRank(RankEnv& e) : env(e) {}
   // Opens the table of `version` and connects every rank; `contexts` for createContext (v13+).
   bool setup(int version, int contexts);
+  // setup()'s first half: open, init, listen and the handle allgather (no connect).
+  bool listen_and_gather(int version, std::vector<void*>* handles);
   bool teardown();
   // Collective registration (every rank, same order).
   bool reg(void* data, size_t size, void** mh, uint64_t flags = 0);

@@ -234,24 +234,17 @@ TEST_P(HostilePeerTest, StreamFailsAndNothingIsWrittenOutsideTheRegistration) {
 TEST(GinHostileHello, ConnectRefusesAMalformedRdmaHello) {
   const std::string errors = run_ranks(2, 90, [&](RankEnv& env) {
     if (env.rank() == 1) return forged_peer(env, kCases[0], true);
-    GinApi api;
-    std::string why;
-    if (!api.open(plugin_path(), 13, &why)) return env.fail("open: " + why);
-    void *ctx = nullptr, *listen = nullptr, *comm = nullptr;
-    uint8_t handle[128] = {};
-    if (api.init(&ctx, env.shared().comm_id) != ncclSuccess ||
-        api.listen(ctx, 0, handle, &listen) != ncclSuccess)
-      return env.fail("init/listen");
-    std::vector<void*> handles(2);
-    if (!env.allgather_handles(handle, handles.data())) return false;
+    GinRank g(env);
+    std::vector<void*> handles;
+    if (!g.listen_and_gather(13, &handles)) return false;
     const auto t0 = std::chrono::steady_clock::now();
-    const ncclResult_t rc = api.connect(ctx, handles.data(), 2, 0, listen, &comm);
+    const ncclResult_t rc = g.api.connect(g.ctx, handles.data(), 2, 0, g.listen, &g.comm);
     const auto took = std::chrono::steady_clock::now() - t0;
     if (rc == ncclSuccess) return env.fail("connect accepted a peer with a malformed RDMA hello");
     if (took > std::chrono::seconds(4 * time_scale()))
       return env.fail("connect took too long to refuse the hello");
     if (!env.barrier(60000)) return false;
-    return api.close_listen(listen) == ncclSuccess && api.finalize(ctx) == ncclSuccess;
+    return g.api.close_listen(g.listen) == ncclSuccess && g.api.finalize(g.ctx) == ncclSuccess;
   });
   EXPECT_EQ(errors, "");
 }
