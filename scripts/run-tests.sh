@@ -37,13 +37,14 @@ run_lane() {
     arm64) echo "=== lane arm64"; scripts/arm64-lane.sh build-ci-arm64; return ;;
     softroce)
       # The release lane's tree when there is one (its targets are then up to date), else a
-      # tree with only the plugin, the conformance suite and the bench. LANE_TRANSPORT
+      # tree with only the plugin, the conformance and GIN suites and the bench. LANE_TRANSPORT
       # (rdma by default) and the other LANE_* settings pass through (tests/softroce/README.md).
-      local targets=(nccl-net-mesh mesh_conformance_test mesh_conformance_peer nccl-mesh-bench)
+      local targets=(nccl-net-mesh mesh_conformance_test mesh_conformance_peer nccl-mesh-bench
+                     mesh_gin_test mesh_gin_fake_cuda)
       if [ -f build-ci-release/CMakeCache.txt ]; then
         dir=build-ci-release
       else
-        cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "-DMESH_SUBDIRS=src/tools;tests/conformance" \
+        cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "-DMESH_SUBDIRS=src/tools;tests/conformance;tests/gin" \
           >/dev/null || return
       fi
       echo "=== lane softroce: build ($dir)"

@@ -196,6 +196,7 @@ ncclResult_t Comm::connect(void* const* handles, Listen* listen) {
     if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   for (Accepted& a : accepted) release_accepted(a);
+  if (failure.empty()) setup_one_sided(deadline, &failure);
   if (!failure.empty()) {
     MESH_WARN("GIN connect (rank %d of %d, device %d): %s", rank_, nranks_, listen->dev,
               failure.c_str());
@@ -233,6 +234,20 @@ ncclResult_t Comm::register_region(void* data, size_t size, int type, uint64_t f
       return ncclInvalidArgument;
     }
   }
+  // One-sided peers reach it by RDMA: registered on each of their devices, and its address
+  // and key go to each of them (kRegKey, before any op this rank queues after this call).
+  if (!rdma_devices_.empty()) {
+    r->rdma = std::make_unique<RdmaRegistration>();
+    std::string why;
+    for (rdma::VerbsDevice* dev : rdma_devices_) {
+      if (size > 0 && !r->rdma->add(dev, data, size, &why)) {
+        MESH_WARN("GIN regMrSym: %s buffer %p of %zu bytes: %s",
+                  type == NCCL_PTR_CUDA ? "CUDA" : "host", data, size, why.c_str());
+        if (r->cuda_context != nullptr) CudaDriver::instance().release_context(r->cuda_device);
+        return ncclSystemError;
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   size_t duplicates = 0;
   for (const auto& [id, other] : regions_)
@@ -244,6 +259,17 @@ ncclResult_t Comm::register_region(void* data, size_t size, int type, uint64_t f
   }
   regions_[r->id] = r;
   by_handle_[r.get()] = r;
+  for (auto& peer : peers_) {
+    if (!peer->rdma) continue;
+    Op key;
+    key.kind = Kind::kRegKey;
+    key.dst_reg = r->id;
+    key.key.addr = reinterpret_cast<uintptr_t>(data);
+    key.key.size = size;
+    const ibv_mr* mr = size > 0 ? r->rdma->on(peer->rdma->device()) : nullptr;
+    key.key.rkey = mr != nullptr ? mr->rkey : 0;
+    peer->keys_out.push_back(std::move(key));
+  }
   *out = r.get();
   return ncclSuccess;
 }
@@ -500,6 +526,10 @@ void Comm::fail_peer(uint32_t rank, const std::string& why) {
   p.gets.clear();
   for (SendSlot& s : p.send)
     if (s.completes != nullptr) s.completes->state.store(2, std::memory_order_release);
+  for (Posted& o : p.posted)
+    if (o.request != nullptr) o.request->state.store(2, std::memory_order_release);
+  p.posted.clear();
+  p.keys_out.clear();
 }
 
 void Comm::close() {
@@ -530,6 +560,17 @@ void Comm::close() {
   if (thread_.joinable()) thread_.join();
   for (auto& pp : peers_) {
     Peer& p = *pp;
+    if (p.rdma) {
+      MESH_INFO(
+          NCCL_NET,
+          "GIN (rank %d): to rank %u one-sided over %s: %lu RDMA WRITEs, %lu atomics, %lu "
+          "READs; %lu puts/gets as stream messages",
+          rank_, static_cast<unsigned>(&pp - peers_.data()), p.rdma->describe().c_str(),
+          static_cast<unsigned long>(p.rdma->writes), static_cast<unsigned long>(p.rdma->atomics),
+          static_cast<unsigned long>(p.rdma->reads), static_cast<unsigned long>(p.stream_ops));
+    }
+    p.posted.clear();
+    p.rdma.reset();  // its QP, before the registrations its work requests named
     if (p.send_mr != nullptr) plugin_.dereg_mr(p.send_comm, p.send_mr);
     if (p.send_comm != nullptr) plugin_.close_connection(p.send_comm, ObjectTag::kSend);
     if (p.recv_mr != nullptr) plugin_.dereg_mr(p.recv_comm, p.recv_mr);

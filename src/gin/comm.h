@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "gin/objects.h"
+#include "gin/one_sided.h"
 #include "gin/wire.h"
 #include "nccl/gin_common.h"
 
@@ -52,6 +53,8 @@ struct Region {
   uint64_t flags = 0;
   void* cuda_context = nullptr;  // NCCL_PTR_CUDA: the device's primary context (retained)
   int cuda_device = -1;
+  // Registered on every verbs device of the comm's one-sided peers (null when there are none).
+  std::unique_ptr<RdmaRegistration> rdma;
 };
 
 struct Request {
@@ -125,6 +128,15 @@ class Comm {
     uint32_t get_id = 0;
     Request* request = nullptr;  // completed when the op's last message is sent (puts)
     bool started = false;
+    RegKey key;  // kRegKey: registration dst_reg's RDMA address for the peer's device
+  };
+  // A one-sided op posted on the peer's QP, until its signalled work request completes.
+  struct Posted {
+    uint64_t number = 0;  // wr_id of its signalled work request
+    int wrs = 0;          // 0: nothing posted (a size-0 put without signal)
+    Request* request = nullptr;
+    uint32_t get_id = 0;           // a get: its GetState (the request is there)
+    std::shared_ptr<Region> hold;  // the local memory its work requests name
   };
   struct GetState {
     Request* request = nullptr;
@@ -151,6 +163,7 @@ class Comm {
     void* greet_request = nullptr;
     // mu_: queued by NCCL's threads.
     std::deque<Op> queue;
+    std::deque<Op> keys_out;  // kRegKey messages (one-sided peers): sent before the queue
     std::unordered_map<uint32_t, GetState> gets;
     uint32_t next_get_id = 1;
     uint64_t puts_issued = 0;
@@ -170,6 +183,13 @@ class Comm {
     Op current;
     bool has_current = false;
     std::deque<Op> replies;
+    // One-sided path (set in connect, null for a two-sided peer); the rest engine thread only.
+    std::unique_ptr<OneSided> rdma;
+    std::deque<Posted> posted;
+    uint64_t next_posted = 1;
+    uint64_t completed_posted = 0;   // the highest op number a completion reported
+    int64_t key_wait_since_ms = -1;  // the current op waits for the peer's registration key
+    uint64_t stream_ops = 0;         // puts and gets that went as messages on the stream
     // Read by test() on NCCL's threads.
     std::atomic<uint64_t> puts_done{0};
     std::atomic<uint64_t> gets_done{0};
@@ -188,6 +208,16 @@ class Comm {
   std::shared_ptr<Region> find_region(const void* mhandle);  // caller holds mu_
   // Engine thread only: one WARN, every pending operation with that rank fails.
   void fail_peer(uint32_t rank, const std::string& why);
+
+  // one_sided_connect.cc: after the greetings, offer every peer a QP on the cable of our
+  // connection to it; pairs where both offered and connected go one-sided.
+  bool setup_one_sided(int64_t deadline, std::string* failure);
+  bool exchange(const std::vector<std::vector<uint8_t>>& out, std::vector<std::vector<uint8_t>>* in,
+                int64_t deadline, std::string* failure);
+  // one_sided_ops.cc (engine thread): 1 posted, 0 waits (a key, room on the QP), -1 the peer
+  // failed (fail_peer called).
+  int post_one_sided(uint32_t rank, Peer& p, Op& op);
+  bool poll_one_sided(uint32_t rank, Peer& p);
 
   // engine.cc
   void engine();
@@ -208,6 +238,8 @@ class Comm {
   const int nranks_;
   const int rank_;
   std::vector<std::unique_ptr<Peer>> peers_;
+  // The verbs devices of the one-sided peers (fixed in connect): regMrSym registers on each.
+  std::vector<rdma::VerbsDevice*> rdma_devices_;
 
   mutable std::mutex mu_;
   uint32_t next_region_id_ = 1;

@@ -40,6 +40,8 @@ bool Comm::progress_peer(uint32_t rank) {
   bool moved = false;
   if (rank != static_cast<uint32_t>(rank_)) moved |= progress_receives(rank, p);
   if (p.failed.load(std::memory_order_acquire)) return moved;
+  if (p.rdma) moved |= poll_one_sided(rank, p);
+  if (p.failed.load(std::memory_order_acquire)) return moved;
   moved |= progress_sends(rank, p);
   return moved;
 }
@@ -158,9 +160,14 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
       op = &p.current;
     } else {
       std::lock_guard<std::mutex> lock(mu_);
-      if (p.queue.empty()) {
-        // Closing and nothing left to send: the stream's last message.
-        if (!closing_.load(std::memory_order_acquire) || p.bye_queued) break;
+      if (!p.keys_out.empty()) {
+        p.current = std::move(p.keys_out.front());
+        p.keys_out.pop_front();
+        p.has_current = true;
+      } else if (p.queue.empty()) {
+        // Closing and nothing left to send: the stream's last message (after the last
+        // one-sided op completed: the peer tears its QP down once it has our kBye).
+        if (!closing_.load(std::memory_order_acquire) || p.bye_queued || !p.posted.empty()) break;
         p.bye_queued = true;
         p.current = Op{};
         p.current.kind = Kind::kBye;
@@ -172,6 +179,15 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
       }
       op = &p.current;
     }
+    if (p.rdma && (op->kind == Kind::kPut || op->kind == Kind::kGetRequest)) {
+      const int rc = post_one_sided(rank, p, *op);
+      if (rc < 0) return true;
+      if (rc == 0) break;  // waits for a key or room on the QP: stays current
+      p.has_current = false;
+      moved = true;
+      continue;
+    }
+    if (op->kind == Kind::kPut || op->kind == Kind::kGetRequest) ++p.stream_ops;
     const size_t slot = (p.send_head + p.send_count) % kSlots;
     uint8_t* buf = p.send_staging.data() + slot * kSlotSize;
     size_t bytes = 0;
@@ -208,6 +224,13 @@ bool Comm::build_message(uint32_t rank, Peer& p, Op& op, uint8_t* slot, size_t* 
   uint64_t chunk = 0;
   if (op.kind == Kind::kBye) {
     h.flags = kFlagLast;
+    *last = true;
+  } else if (op.kind == Kind::kRegKey) {
+    h.flags = kFlagLast;
+    h.reg = op.dst_reg;
+    h.length = kRegKeySize;
+    encode_reg_key(op.key, slot + kHeaderSize);
+    chunk = kRegKeySize;
     *last = true;
   } else if (op.kind == Kind::kGetRequest) {
     h.reg = op.dst_reg;
@@ -330,6 +353,17 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
     p.replies.push_back(std::move(reply));
   } else if (h.kind == Kind::kBye) {
     p.bye_received.store(true, std::memory_order_release);
+  } else if (h.kind == Kind::kRegKey) {
+    RegKey k;
+    if (!p.rdma) {
+      *why = "a registration key from a rank that is not one-sided";
+      return -1;
+    }
+    if (!decode_reg_key(msg + kHeaderSize, h.length, &k, why)) return -1;
+    if (!p.rdma->keys.emplace(h.reg, k).second) {
+      *why = "registration " + std::to_string(h.reg) + "'s key announced twice";
+      return -1;
+    }
   } else {  // get reply
     std::lock_guard<std::mutex> lock(mu_);
     auto it = p.gets.find(h.get_id);

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "transport/rdma/wire.h"
 #include "util/byte_order.h"
 
 namespace mesh::gin {
@@ -38,7 +39,7 @@ bool decode_header(const uint8_t* in, size_t message_size, Header* out, std::str
   if (get_u32(in) != kMagic) return fail(why, "bad magic");
   Header h;
   const uint8_t kind = in[4];
-  if (kind < 1 || kind > 4) return fail(why, "unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 5) return fail(why, "unknown kind " + std::to_string(kind));
   h.kind = static_cast<Kind>(kind);
   h.flags = in[5];
   h.context = get_u16(in + 6);
@@ -85,6 +86,11 @@ bool decode_header(const uint8_t* in, size_t message_size, Header* out, std::str
           h.length != 0 || h.get_id != 0)
         return fail(why, "a bye with fields set");
       break;
+    case Kind::kRegKey:
+      if (payload != kRegKeySize || h.length != kRegKeySize || h.flags != kFlagLast ||
+          h.context != 0 || h.reg == 0 || h.offset != 0 || h.get_id != 0)
+        return fail(why, "a registration key with bad fields");
+      break;
     case Kind::kGetReply:
       if (h.reg != 0 || h.context != 0) return fail(why, "a get reply with a registration");
       if (h.length > kMaxChunk || h.length != payload || h.offset >= kMaxOpBytes)
@@ -110,6 +116,63 @@ bool decode_greeting(const uint8_t* in, size_t size, Greeting* out, std::string*
   out->rank = get_u32(in + 4);
   out->nranks = get_u32(in + 8);
   out->comm_id = get_u64(in + 16);
+  return true;
+}
+
+void encode_reg_key(const RegKey& k, uint8_t* out) {
+  std::memset(out, 0, kRegKeySize);
+  put_u64(out, k.addr);
+  put_u64(out + 8, k.size);
+  put_u32(out + 16, k.rkey);
+}
+
+bool decode_reg_key(const uint8_t* in, size_t size, RegKey* out, std::string* why) {
+  if (size != kRegKeySize)
+    return fail(why, "registration key of " + std::to_string(size) + " bytes");
+  RegKey k;
+  k.addr = get_u64(in);
+  k.size = get_u64(in + 8);
+  k.rkey = get_u32(in + 16);
+  if (get_u32(in + 20) != 0) return fail(why, "registration key with a reserved word set");
+  if (k.size > UINT64_MAX - k.addr) return fail(why, "registration key wraps the address space");
+  *out = k;
+  return true;
+}
+
+std::vector<uint8_t> encode_rdma_hello(const RdmaHello& h) {
+  std::vector<uint8_t> out(kRdmaHelloHeader + h.setup.size(), 0);
+  uint8_t* o = out.data();
+  if (o == nullptr) return out;  // never: the header is not empty
+  put_u32(o, kRdmaHelloMagic);
+  o[4] = h.phase;
+  o[5] = h.offer ? 1 : 0;
+  put_u32(o + 8, static_cast<uint32_t>(h.setup.size()));
+  for (size_t i = 0; i < h.setup.size(); ++i) o[kRdmaHelloHeader + i] = h.setup[i];
+  return out;
+}
+
+bool decode_rdma_hello(const uint8_t* in, size_t size, RdmaHello* out, std::string* why) {
+  if (size < kRdmaHelloHeader) return fail(why, "RDMA hello of " + std::to_string(size) + " bytes");
+  if (get_u32(in) != kRdmaHelloMagic || get_u16(in + 6) != 0 || get_u32(in + 12) != 0)
+    return fail(why, "bad RDMA hello");
+  RdmaHello h;
+  h.phase = in[4];
+  if (h.phase != 1 && h.phase != 2)
+    return fail(why, "RDMA hello of phase " + std::to_string(h.phase));
+  if (in[5] > 1) return fail(why, "RDMA hello with offer " + std::to_string(in[5]));
+  h.offer = in[5] == 1;
+  const uint32_t len = get_u32(in + 8);
+  if (len != size - kRdmaHelloHeader) return fail(why, "RDMA hello length does not match");
+  if ((h.phase == 1 && h.offer) != (len > 0))
+    return fail(why, "RDMA hello with a setup message where none belongs, or none where one does");
+  if (len > 0) {
+    rdma::SetupMessage m;
+    if (!rdma::decode_setup(in + kRdmaHelloHeader, len, &m, why)) return false;
+    if (m.qps.size() != 1 || m.relay)
+      return fail(why, "RDMA hello's setup message must name one QP and no relay");
+    h.setup.assign(in + kRdmaHelloHeader, in + size);
+  }
+  *out = std::move(h);
   return true;
 }
 

@@ -21,11 +21,15 @@
 //   [52] u32 get_id: kGetRequest/kGetReply: the requester's id of the get, else 0
 //   [56] u64 seq: messages of one direction of one peer pair, from 0, +1 per message
 // A kBye carries only magic, kind, kLast and seq (every other field zero).
+// A kRegKey (one-sided peers only, one_sided.h) carries kLast, reg = the sender's registration
+// id, length = kRegKeySize and seq; its payload is the registration's RDMA address:
+//   [0] u64 address  [8] u64 size  [16] u32 rkey  [20] u32 zero
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mesh::gin {
 
@@ -37,7 +41,8 @@ inline constexpr uint32_t kMaxContexts = 64;  // contexts one comm accepts (NCCL
 inline constexpr uint64_t kMaxOpBytes = 1ULL << 30;  // NCCL's MAX_GIN_SIZE
 
 // kBye: the sender's comm is closing; nothing follows it on this stream (header only).
-enum class Kind : uint8_t { kPut = 1, kGetRequest = 2, kGetReply = 3, kBye = 4 };
+// kRegKey: where a registration is for RDMA (one-sided peers only).
+enum class Kind : uint8_t { kPut = 1, kGetRequest = 2, kGetReply = 3, kBye = 4, kRegKey = 5 };
 inline constexpr uint8_t kFlagLast = 1;
 inline constexpr uint8_t kFlagSignal = 2;
 inline constexpr uint32_t kSignalInc = 1;  // NCCL_GIN_SIGNAL_OP_INC
@@ -77,5 +82,34 @@ struct Greeting {
 };
 void encode_greeting(const Greeting& g, uint8_t* out);
 bool decode_greeting(const uint8_t* in, size_t size, Greeting* out, std::string* why);
+
+// kRegKey's payload.
+inline constexpr size_t kRegKeySize = 24;
+struct RegKey {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint32_t rkey = 0;
+};
+void encode_reg_key(const RegKey& k, uint8_t* out);
+// Refuses a nonzero reserved word and a range that wraps the address space.
+bool decode_reg_key(const uint8_t* in, size_t size, RegKey* out, std::string* why);
+
+// The RDMA hello (connect, after the greeting; outside the message sequence): each rank tells
+// every peer whether it opened a QP for the one-sided path (phase 1, with that QP's numbers) and
+// then that the QP is ready to receive (phase 2). A pair goes one-sided only when both offered.
+//   [0] u32 magic 'G','I','N','R'  [4] u8 phase (1 setup, 2 ready)  [5] u8 offer (0/1)
+//   [6] u16 zero  [8] u32 length of the setup message that follows (phase 1 with offer 1: an
+//   RDMA setup message, transport/rdma/wire.h, with exactly one QP and no relay; else 0)
+//   [12] u32 zero
+inline constexpr uint32_t kRdmaHelloMagic = 0x47494E52;  // "GINR"
+inline constexpr size_t kRdmaHelloHeader = 16;
+struct RdmaHello {
+  uint8_t phase = 1;
+  bool offer = false;
+  std::vector<uint8_t> setup;  // encoded setup message (phase 1 with offer)
+};
+std::vector<uint8_t> encode_rdma_hello(const RdmaHello& h);
+// Validates the frame and, for an offer, the setup message (decode_setup, one QP, no relay).
+bool decode_rdma_hello(const uint8_t* in, size_t size, RdmaHello* out, std::string* why);
 
 }  // namespace mesh::gin

@@ -14,6 +14,7 @@
 #include "topology/interface.h"
 #include "transport/connection_factory.h"
 #include "transport/rdma/options_from_settings.h"
+#include "transport/rdma/rdma_connection.h"
 #include "transport/rdma/relay_send_connection.h"
 #include "transport/tcp/io_pool.h"
 #include "transport/tcp/stream_plan.h"
@@ -680,6 +681,18 @@ Connection* as_connection(void* comm) {
   return c;
 }
 }  // namespace
+
+bool Plugin::rdma_cable(void* comm, rdma::VerbsDevice** dev, rdma::RailBinding* rail) {
+  const auto* c = dynamic_cast<const rdma::RdmaConnection*>(as_connection(comm));
+  if (c == nullptr || c->endpoint().qps().empty()) return false;
+  const rdma::QueuePair& qp = *c->endpoint().qps().front();
+  const rdma::QpInfo info = qp.info();
+  *dev = qp.device();
+  rail->port = qp.binding();
+  rail->local_addr = info.local_addr;
+  rail->peer_addr = info.peer_addr;
+  return true;
+}
 
 ncclResult_t Plugin::reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
   return register_region(comm, data, size, type, 0, -1, mhandle);

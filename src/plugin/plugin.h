@@ -96,6 +96,9 @@ class Plugin {
                      void** request);
   ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request);
   ncclResult_t test(void* request, int* done, int* sizes);
+  // GIN's one-sided path (gin/one_sided.h): the verbs device and the cable (port, addresses) of
+  // the first QP of a direct RDMA send or receive comm; false for TCP and relayed comms.
+  bool rdma_cable(void* comm, rdma::VerbsDevice** dev, rdma::RailBinding* rail);
 
   // At process exit: joins our threads but leaves comms open (NCCL may still use them).
   void stop_at_exit();

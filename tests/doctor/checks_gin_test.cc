@@ -138,7 +138,7 @@ TEST(GinCheck, TransportFollowsTheRdmaStackAndTheSetting) {
   inv.rdma_ports.push_back(p);
   inv.libibverbs_loadable = true;
   inv.uverbs_devices = 1;
-  EXPECT_TRUE(contains(by_subject(check_gin(inv), "transport").message, "RDMA two-sided"));
+  EXPECT_TRUE(contains(by_subject(check_gin(inv), "transport").message, "RDMA one-sided"));
   inv.settings.transport = TransportMode::kTcp;
   EXPECT_TRUE(contains(by_subject(check_gin(inv), "transport").message, "TCP on every cable"));
 }

@@ -15,8 +15,7 @@ bool GinRank::ok(ncclResult_t rc, const std::string& what) {
   return env.fail(what + " returned " + std::to_string(rc) + " (" + api.symbol() + ")");
 }
 
-bool GinRank::setup(int version, int n_contexts) {
-  contexts = n_contexts;
+bool GinRank::listen_and_gather(int version, std::vector<void*>* handles) {
   std::string why;
   if (!api.open(plugin_path(), version, &why)) return env.fail("open: " + why);
   if (!ok(api.init(&ctx, env.shared().comm_id), "init")) return false;
@@ -25,8 +24,14 @@ bool GinRank::setup(int version, int n_contexts) {
   if (ndev < 1) return env.fail("no device");
   uint8_t handle[128] = {};
   if (!ok(api.listen(ctx, 0, handle, &listen), "listen")) return false;
-  std::vector<void*> handles(static_cast<size_t>(env.nranks()));
-  if (!env.allgather_handles(handle, handles.data())) return false;
+  handles->assign(static_cast<size_t>(env.nranks()), nullptr);
+  return env.allgather_handles(handle, handles->data());
+}
+
+bool GinRank::setup(int version, int n_contexts) {
+  contexts = n_contexts;
+  std::vector<void*> handles;
+  if (!listen_and_gather(version, &handles)) return false;
   if (!ok(api.connect(ctx, handles.data(), env.nranks(), env.rank(), listen, &comm), "connect"))
     return false;
   if (!ok(api.close_listen(listen), "closeListen")) return false;
@@ -44,8 +49,13 @@ bool GinRank::teardown() {
   return ok(api.finalize(ctx), "finalize");
 }
 
+int registration_type() {
+  const char* m = std::getenv("MESH_GIN_MEMORY");
+  return m != nullptr && std::string(m) == "cuda" ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+}
+
 bool GinRank::reg(void* data, size_t size, void** mh, uint64_t flags) {
-  return ok(api.reg(comm, data, size, NCCL_PTR_HOST, flags, mh), "regMrSym");
+  return ok(api.reg(comm, data, size, registration_type(), flags, mh), "regMrSym");
 }
 
 bool GinRank::dereg(void* mh) {

@@ -14,11 +14,16 @@
 namespace gintest {
 
 std::string plugin_path();
+// NCCL_PTR_HOST, or NCCL_PTR_CUDA with MESH_GIN_MEMORY=cuda (the Soft-RoCE step: the GPU-memory
+// stand-in, with NCCL_MESH_TEST_GIN_CUDA_LIBRARY naming the CUDA driver stand-in fake_cuda.cc).
+int registration_type();
 
 struct GinRank {
   explicit GinRank(RankEnv& e) : env(e) {}
   // Opens the table of `version` and connects every rank; `contexts` for createContext (v13+).
   bool setup(int version, int contexts);
+  // setup()'s first half: open, init, listen and the handle allgather (no connect).
+  bool listen_and_gather(int version, std::vector<void*>* handles);
   bool teardown();
   // Collective registration (every rank, same order).
   bool reg(void* data, size_t size, void** mh, uint64_t flags = 0);

@@ -73,6 +73,18 @@ const Case kCases[] = {
        mesh::gin::encode_header(h, m);
        return mesh::gin::kHeaderSize;
      }},
+    // A registration key (one-sided peers only) from a peer that offered no QP.
+    {"registration_key_from_a_two_sided_peer",
+     [](uint8_t* m) {
+       mesh::gin::Header h;
+       h.kind = mesh::gin::Kind::kRegKey;
+       h.flags = mesh::gin::kFlagLast;
+       h.reg = 1;
+       h.length = mesh::gin::kRegKeySize;
+       mesh::gin::encode_header(h, m);
+       mesh::gin::encode_reg_key({0x1000, 4096, 7}, m + mesh::gin::kHeaderSize);
+       return mesh::gin::kHeaderSize + mesh::gin::kRegKeySize;
+     }},
     {"signal_outside_its_registration",
      [](uint8_t* m) {
        mesh::gin::Header h;
@@ -89,8 +101,9 @@ const Case kCases[] = {
 
 class HostilePeerTest : public ::testing::TestWithParam<Case> {};
 
-// Rank 1: the forged peer, on the net plugin API.
-bool forged_peer(RankEnv& env, const Case& c) {
+// Rank 1: the forged peer, on the net plugin API. With `bad_hello` it answers the greeting with
+// an RDMA hello that offers a QP but carries no setup message, and stops there.
+bool forged_peer(RankEnv& env, const Case& c, bool bad_hello = false) {
   void* lib = dlopen(plugin_path().c_str(), RTLD_NOW | RTLD_LOCAL);
   auto* net =
       lib != nullptr ? static_cast<ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11")) : nullptr;
@@ -141,6 +154,38 @@ bool forged_peer(RankEnv& env, const Case& c) {
   int done = 0;
   while (!done)
     if (net->test(rreq, &done, nullptr) != ncclSuccess) return env.fail("rank 0's greeting");
+  if (bad_hello) {
+    const uint8_t hello[mesh::gin::kRdmaHelloHeader] = {'G', 'I', 'N', 'R', 1, 1};
+    std::memcpy(out.data(), hello, sizeof(hello));
+    if (!send_msg(sizeof(hello))) return env.fail("bad RDMA hello");
+    if (!env.barrier(60000)) return false;  // rank 0's connect has failed
+    net->closeSend(send);
+    net->closeRecv(recv);
+    net->closeListen(listen);
+    net->finalize(ctx);
+    return true;
+  }
+  // The RDMA hellos (wire.h): rank 0's two, and ours, offering no QP (a two-sided peer).
+  for (const uint8_t phase : {uint8_t{1}, uint8_t{2}}) {
+    rreq = nullptr;
+    while (rreq == nullptr)
+      if (net->irecv(recv, 1, &data, &size, &tag, &in_mh, nullptr, &rreq) != ncclSuccess)
+        return env.fail("net irecv");
+    mesh::gin::RdmaHello hello;
+    hello.phase = phase;
+    const std::vector<uint8_t> bytes = mesh::gin::encode_rdma_hello(hello);
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    if (!send_msg(bytes.size())) return env.fail("RDMA hello");
+    done = 0;
+    int got = 0;
+    while (!done)
+      if (net->test(rreq, &done, &got) != ncclSuccess) return env.fail("rank 0's RDMA hello");
+    mesh::gin::RdmaHello theirs;
+    std::string why;
+    if (!mesh::gin::decode_rdma_hello(in.data(), static_cast<size_t>(got), &theirs, &why) ||
+        theirs.phase != phase)
+      return env.fail("rank 0's RDMA hello: " + why);
+  }
   if (!env.barrier()) return false;  // rank 0 registered its region (id 1)
   if (!send_msg(c.craft(out.data()))) return env.fail("crafted message");
   if (!env.barrier(60000)) return false;  // rank 0 has checked
@@ -180,6 +225,26 @@ TEST_P(HostilePeerTest, StreamFailsAndNothingIsWrittenOutsideTheRegistration) {
     if (!env.barrier()) return false;
     return g.dereg(mh) && g.api.release_target(g.comm, g.target) == ncclSuccess &&
            g.api.close_coll(g.comm) == ncclSuccess && g.api.finalize(g.ctx) == ncclSuccess;
+  });
+  EXPECT_EQ(errors, "");
+}
+
+// A peer whose RDMA hello (connect's second exchange) is malformed: connect fails with a WARN
+// instead of pairing with it, and returns well within the connect timeout.
+TEST(GinHostileHello, ConnectRefusesAMalformedRdmaHello) {
+  const std::string errors = run_ranks(2, 90, [&](RankEnv& env) {
+    if (env.rank() == 1) return forged_peer(env, kCases[0], true);
+    GinRank g(env);
+    std::vector<void*> handles;
+    if (!g.listen_and_gather(13, &handles)) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ncclResult_t rc = g.api.connect(g.ctx, handles.data(), 2, 0, g.listen, &g.comm);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    if (rc == ncclSuccess) return env.fail("connect accepted a peer with a malformed RDMA hello");
+    if (took > std::chrono::seconds(4 * time_scale()))
+      return env.fail("connect took too long to refuse the hello");
+    if (!env.barrier(60000)) return false;
+    return g.api.close_listen(g.listen) == ncclSuccess && g.api.finalize(g.ctx) == ncclSuccess;
   });
   EXPECT_EQ(errors, "");
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,8 @@
 
 namespace gintest {
 
-int time_scale() {
+namespace {
+int sanitizer_scale() {
 #if defined(__SANITIZE_THREAD__)
   return 5;
 #elif defined(__SANITIZE_ADDRESS__)
@@ -35,14 +37,26 @@ int time_scale() {
   return 1;
 #endif
 }
+}  // namespace
 
-std::string rank_namespace(int rank) {
-  const char* list = std::getenv("MESH_GIN_NETNS");
+int time_scale() {
+  // MESH_GIN_TIME_SCALE: slow machines (the Soft-RoCE VM under TCG) stretch every bound too.
+  static const int scale = [] {
+    const char* v = std::getenv("MESH_GIN_TIME_SCALE");
+    const int env = v != nullptr ? std::atoi(v) : 0;
+    return std::max(sanitizer_scale(), std::clamp(env, 1, 100));
+  }();
+  return scale;
+}
+
+// Entry `rank` (mod the list's length) of the `sep`-separated list in variable `var`, or "".
+std::string rank_entry(const char* var, char sep, int rank) {
+  const char* list = std::getenv(var);
   if (list == nullptr || *list == '\0') return "";
   std::vector<std::string> names;
   std::string cur;
   for (const char* p = list;; ++p) {
-    if (*p == ',' || *p == '\0') {
+    if (*p == sep || *p == '\0') {
       if (!cur.empty()) names.push_back(cur);
       cur.clear();
       if (*p == '\0') break;
@@ -98,7 +112,7 @@ std::string run_ranks(int nranks, int timeout_s, const std::function<bool(RankEn
       RankEnv env(shared, r, nranks);
       // MESH_GIN_NETNS=ns0,ns1,...: rank r runs in namespace r (mod the list), a host of a
       // namespace mesh (netns.sh); its cables are MESH_GIN_IFNAME and relaying stays on.
-      const std::string netns = rank_namespace(r);
+      const std::string netns = rank_entry("MESH_GIN_NETNS", ',', r);
       if (!netns.empty()) {
         const int fd = open(("/var/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
@@ -107,8 +121,15 @@ std::string run_ranks(int nranks, int timeout_s, const std::function<bool(RankEn
         }
         close(fd);
       }
+      // MESH_GIN_IFNAMES=a0,a1;b0;c0: rank r's own cables (entry r), as the hosts of the
+      // Soft-RoCE VM share one namespace; else MESH_GIN_IFNAME for every rank.
       const char* ifname = std::getenv("MESH_GIN_IFNAME");
-      setenv("NCCL_MESH_IFNAME", ifname != nullptr && *ifname != '\0' ? ifname : "lo", 1);
+      const std::string own = rank_entry("MESH_GIN_IFNAMES", ';', r);
+      setenv("NCCL_MESH_IFNAME",
+             !own.empty()                           ? own.c_str()
+             : ifname != nullptr && *ifname != '\0' ? ifname
+                                                    : "lo",
+             1);
       if (netns.empty()) setenv("NCCL_MESH_RELAY", "0", 1);  // one host: nothing to relay
       if (std::getenv("NCCL_MESH_CONNECT_TIMEOUT_MS") == nullptr)
         setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", std::to_string(5000 * time_scale()).c_str(), 1);

@@ -48,8 +48,9 @@ class RankEnv {
 // `timeout_s` (then kills them). Returns "" when every rank passed, else what each said.
 std::string run_ranks(int nranks, int timeout_s, const std::function<bool(RankEnv&)>& body);
 
-// The network namespace rank `rank` enters (MESH_GIN_NETNS, netns.sh), or "" for this one.
-std::string rank_namespace(int rank);
+// Entry `rank` (mod the length) of the `sep`-separated list in environment variable `var`, or
+// "": the namespace a rank enters (MESH_GIN_NETNS, netns.sh), its cables (MESH_GIN_IFNAMES).
+std::string rank_entry(const char* var, char sep, int rank);
 
 // ASan and TSan slow everything down: time bounds are multiplied by this.
 int time_scale();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gin/wire.h"
+#include "transport/rdma/wire.h"
 #include "util/byte_order.h"
 
 namespace mesh::gin {
@@ -131,6 +132,108 @@ TEST(GinWire, GreetingRoundTripsAndRejectsJunk) {
   EXPECT_FALSE(decode_greeting(buf, sizeof(buf) - 1, &g, &why));
   buf[12] = 1;
   EXPECT_FALSE(decode_greeting(buf, sizeof(buf), &g, &why));
+}
+
+TEST(GinWire, RegistrationKeyRoundTripsAndRejectsJunk) {
+  Header h;
+  h.kind = Kind::kRegKey;
+  h.flags = kFlagLast;
+  h.reg = 5;
+  h.length = kRegKeySize;
+  h.seq = 9;
+  std::vector<uint8_t> msg(kHeaderSize + kRegKeySize);
+  encode_header(h, msg.data());
+  encode_reg_key({0x7f0000001000, 1 << 20, 0xabcd}, msg.data() + kHeaderSize);
+  Header d;
+  RegKey k;
+  std::string why;
+  ASSERT_TRUE(decode_header(msg.data(), msg.size(), &d, &why)) << why;
+  ASSERT_TRUE(decode_reg_key(msg.data() + kHeaderSize, d.length, &k, &why)) << why;
+  EXPECT_EQ(d.reg, 5u);
+  EXPECT_EQ(k.addr, 0x7f0000001000u);
+  EXPECT_EQ(k.size, 1u << 20);
+  EXPECT_EQ(k.rkey, 0xabcdu);
+  // The header: a payload of another size, no registration id, a context, a signal.
+  const std::vector<std::pair<const char*, std::function<void(Header&)>>> bad = {
+      {"no id", [](Header& x) { x.reg = 0; }},
+      {"context", [](Header& x) { x.context = 1; }},
+      {"offset", [](Header& x) { x.offset = 8; }},
+      {"not last", [](Header& x) { x.flags = 0; }},
+      {"signal",
+       [](Header& x) { x.flags |= kFlagSignal, x.signal_op = kSignalInc, x.signal_value = 1; }},
+      {"get id", [](Header& x) { x.get_id = 1; }},
+  };
+  for (const auto& [name, mutate] : bad) {
+    Header x = h;
+    mutate(x);
+    encode_header(x, msg.data());
+    EXPECT_FALSE(decode_header(msg.data(), msg.size(), &d, &why)) << name;
+  }
+  encode_header(h, msg.data());
+  EXPECT_FALSE(decode_header(msg.data(), msg.size() - 1, &d, &why)) << "short payload";
+  // The payload: reserved word, a range that wraps, a wrong size.
+  uint8_t key[kRegKeySize];
+  encode_reg_key({1, 2, 3}, key);
+  key[23] = 1;
+  EXPECT_FALSE(decode_reg_key(key, sizeof(key), &k, &why));
+  encode_reg_key({~0ULL - 10, 100, 3}, key);
+  EXPECT_FALSE(decode_reg_key(key, sizeof(key), &k, &why));
+  encode_reg_key({1, 2, 3}, key);
+  EXPECT_FALSE(decode_reg_key(key, sizeof(key) - 1, &k, &why));
+}
+
+TEST(GinWire, RdmaHelloRoundTripsAndRejectsJunk) {
+  rdma::SetupMessage m;
+  rdma::QpInfo q;
+  q.qpn = 0x11;
+  q.psn = 0x22;
+  q.mtu = 3;
+  q.local_addr = 0x0a000001;
+  q.peer_addr = 0x0a000002;
+  m.qps.push_back(q);
+  RdmaHello h;
+  h.phase = 1;
+  h.offer = true;
+  h.setup = rdma::encode_setup(m);
+  std::vector<uint8_t> bytes = encode_rdma_hello(h);
+  RdmaHello d;
+  std::string why;
+  ASSERT_TRUE(decode_rdma_hello(bytes.data(), bytes.size(), &d, &why)) << why;
+  EXPECT_TRUE(d.offer);
+  EXPECT_EQ(d.setup, h.setup);
+  RdmaHello ready;
+  ready.phase = 2;
+  const std::vector<uint8_t> r = encode_rdma_hello(ready);
+  ASSERT_TRUE(decode_rdma_hello(r.data(), r.size(), &d, &why)) << why;
+  EXPECT_FALSE(d.offer);
+  EXPECT_EQ(d.phase, 2);
+  // Each field on its own: magic, phase, offer byte, reserved words, length, truncation.
+  for (size_t at : {0u, 4u, 5u, 6u, 8u, 12u}) {
+    std::vector<uint8_t> x = bytes;
+    x[at] ^= at == 4 ? 0x07 : 0x02;
+    EXPECT_FALSE(decode_rdma_hello(x.data(), x.size(), &d, &why)) << "byte " << at;
+  }
+  EXPECT_FALSE(decode_rdma_hello(bytes.data(), bytes.size() - 1, &d, &why));
+  EXPECT_FALSE(decode_rdma_hello(bytes.data(), kRdmaHelloHeader - 1, &d, &why));
+  // An offer without a setup message, a ready with one, a setup naming two QPs or a relay.
+  RdmaHello empty_offer;
+  empty_offer.offer = true;
+  std::vector<uint8_t> x = encode_rdma_hello(empty_offer);
+  EXPECT_FALSE(decode_rdma_hello(x.data(), x.size(), &d, &why));
+  RdmaHello ready_with_setup = h;
+  ready_with_setup.phase = 2;
+  x = encode_rdma_hello(ready_with_setup);
+  EXPECT_FALSE(decode_rdma_hello(x.data(), x.size(), &d, &why));
+  rdma::SetupMessage two = m;
+  two.qps.push_back(q);
+  h.setup = rdma::encode_setup(two);
+  x = encode_rdma_hello(h);
+  EXPECT_FALSE(decode_rdma_hello(x.data(), x.size(), &d, &why));
+  rdma::SetupMessage relay = m;
+  relay.relay = true;
+  h.setup = rdma::encode_setup(relay);
+  x = encode_rdma_hello(h);
+  EXPECT_FALSE(decode_rdma_hello(x.data(), x.size(), &d, &why));
 }
 
 }  // namespace

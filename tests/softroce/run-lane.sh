@@ -69,19 +69,28 @@ for v in PLUGIN_SO CONF_TEST CONF_PEER BENCH; do
   echo "    $v=${!v}"
 done
 
+# The GIN suite and its CUDA driver stand-in (step gin-mesh3), when the tree has them.
+GIN_FILES=()
+GIN_TEST=$(find_one mesh_gin_test)
+GIN_CUDA=$(find_one libmesh_gin_fake_cuda.so)
+if [ -n "$GIN_TEST" ] && [ -n "$GIN_CUDA" ]; then
+  GIN_FILES=(-f "$GIN_TEST" -f "$GIN_CUDA")
+  echo "    GIN_TEST=$GIN_TEST GIN_CUDA=$GIN_CUDA"
+fi
+
 GUEST_ENV=(-e "LANE_TRANSPORT=$TRANSPORT")
 for v in LANE_TIME_SCALE LANE_BW_SECONDS LANE_BW_BYTES LANE_BW_WINDOW LANE_GTEST_FILTER \
          LANE_RERUN_FAILED LANE_SKIP_BW LANE_SKIP_STANDIN LANE_STANDIN_FILTER LANE_STEPS \
          LANE_RELAY_TRANSPORT LANE_RELAY_FILTER LANE_RELAY_MANY LANE_RELAY_CONNECT_TIMEOUT_MS \
-         LANE_RELAY_IB_TIMEOUT LANE_RELAY_DRAIN_MS; do
+         LANE_RELAY_IB_TIMEOUT LANE_RELAY_DRAIN_MS LANE_GIN_FILTER LANE_GIN_BW_BYTES; do
   [ -n "${!v:-}" ] && GUEST_ENV+=(-e "$v=${!v}")
 done
 for topo in $TOPOS; do
   echo "=== softroce lane: VM $topo (transport $TRANSPORT, veth MTU $MTU)"
   t=$(date +%s.%N)
   "$HERE/run-softroce.sh" -n "$topo" -M "$MTU" -t "$VM_TIMEOUT" \
-    -f "$PLUGIN_SO" -f "$CONF_TEST" -f "$CONF_PEER" -f "$BENCH" -f "$HERE/guest/lane.sh" \
-    "${GUEST_ENV[@]}" -- 'bash /guest/lane.sh'
+    -f "$PLUGIN_SO" -f "$CONF_TEST" -f "$CONF_PEER" -f "$BENCH" "${GIN_FILES[@]}" \
+    -f "$HERE/guest/lane.sh" "${GUEST_ENV[@]}" -- 'bash /guest/lane.sh'
   step "vm-$topo" $? "$(since "$t")"
 done
 

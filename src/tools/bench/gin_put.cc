@@ -265,8 +265,7 @@ std::string rdma_reference_note() {
   for (const auto& p : ports) {
     if (devs.find(p.device) == std::string::npos) devs += (devs.empty() ? "" : ", ") + p.device;
   }
-  // Not measured: GIN here is two-sided over the plugin's comms, and running perftest between
-  // the ranks is left to the user until the one-sided RDMA path exists.
+  // Not measured (yet): running perftest between the ranks is left to the user.
   return "RDMA device(s) " + devs +
          ": ib_write_bw reference not run by the bench; measure it with ib_write_bw -d <dev> "
          "between the same hosts";

@@ -156,9 +156,9 @@ Finding transport_finding(const Inventory& inv) {
     how = "TCP on every cable (NCCL_MESH_TRANSPORT=tcp)";
   } else if (rdma_usable) {
     how =
-        "RDMA two-sided (GIN's messages over the plugin's RDMA comms into host staging) on "
-        "cables where both ends have an RDMA port, TCP on the others; the one-sided RDMA path "
-        "(RDMA WRITE + atomic, no CPU on the data path) is not implemented";
+        "RDMA one-sided (RDMA WRITE, atomic FETCH_AND_ADD signals, READ on GIN's own QP per "
+        "rank pair, no CPU on the data path) on cables where both ends have an RDMA port with "
+        "atomics, TCP messages on the others";
   } else {
     how = "TCP (no usable RDMA device here)";
   }

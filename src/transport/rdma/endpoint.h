@@ -46,6 +46,7 @@ class Endpoint {
 
   bool sender() const { return sender_; }
   std::vector<std::unique_ptr<QueuePair>>& qps() { return qps_; }
+  const std::vector<std::unique_ptr<QueuePair>>& qps() const { return qps_; }
   uint8_t* cts_memory() { return cts_mem_; }
   // lkey/rkey of the clear-to-send memory for QP q (its device's registration).
   uint32_t cts_lkey(size_t q) const { return cts_mrs_[q]->mr->lkey; }

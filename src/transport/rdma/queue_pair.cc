@@ -38,7 +38,7 @@ std::string QueuePair::describe() const {
 
 std::unique_ptr<QueuePair> QueuePair::create(VerbsDevice* dev, const PortBinding& binding,
                                              uint32_t local_addr, uint32_t peer_addr,
-                                             std::string* why) {
+                                             std::string* why, bool remote_atomic) {
   const VerbsApi* api = dev->api();
   std::unique_ptr<QueuePair> q(new QueuePair);
   q->dev_ = dev;
@@ -93,7 +93,8 @@ std::unique_ptr<QueuePair> QueuePair::create(VerbsDevice* dev, const PortBinding
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = static_cast<uint8_t>(binding.port);
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                      (remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   if (api->modify_qp(q->qp_, &a,
                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
     *why = "moving " + q->describe() + " to INIT failed: " + errno_text(errno);
@@ -137,7 +138,7 @@ bool QueuePair::connect(const QpInfo& peer, const QpOptions& opt, std::string* w
   a.path_mtu = static_cast<ibv_mtu>(std::min(mtu_, peer.mtu));
   a.dest_qp_num = peer.qpn;
   a.rq_psn = peer.psn;
-  a.max_dest_rd_atomic = 1;
+  a.max_dest_rd_atomic = static_cast<uint8_t>(opt.rd_atomic);
   a.min_rnr_timer = 12;
   a.ah_attr.port_num = static_cast<uint8_t>(binding_.port);
   if (binding_.use_lid) {
@@ -164,7 +165,7 @@ bool QueuePair::connect(const QpInfo& peer, const QpOptions& opt, std::string* w
   r.timeout = static_cast<uint8_t>(opt.timeout);
   r.retry_cnt = static_cast<uint8_t>(opt.retry_cnt);
   r.rnr_retry = 6;  // receives are always pre-posted: an RNR NAK means something is wrong
-  r.max_rd_atomic = 1;
+  r.max_rd_atomic = static_cast<uint8_t>(opt.rd_atomic);
   if (api->modify_qp(qp_, &r,
                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {

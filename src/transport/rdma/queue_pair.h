@@ -19,6 +19,7 @@ struct QpOptions {
   int timeout = 20;   // NCCL_MESH_IB_TIMEOUT: 4.096 us * 2^timeout per retry
   int retry_cnt = 6;  // NCCL_MESH_IB_RETRY_CNT: <= 6 (7 means "forever" on some providers)
   int traffic_class = 0;
+  int rd_atomic = 1;  // RDMA READs/ATOMICs in flight each way (<= the device's max_qp_rd_atom)
 };
 
 class QueuePair {
@@ -36,9 +37,10 @@ class QueuePair {
   QueuePair& operator=(const QueuePair&) = delete;
 
   // Creates CQ + QP on `dev`/`binding` and moves the QP to INIT. nullptr with *why on failure.
+  // `remote_atomic`: the peer may also post 8-byte atomics to this QP (GIN's signals).
   static std::unique_ptr<QueuePair> create(VerbsDevice* dev, const PortBinding& binding,
                                            uint32_t local_addr, uint32_t peer_addr,
-                                           std::string* why);
+                                           std::string* why, bool remote_atomic = false);
 
   // This QP's entry of the setup message.
   QpInfo info() const;

@@ -54,6 +54,9 @@ class RdmaConnection final : public Connection {
   // Listener side: true once the connector's "ready" byte arrived (non-blocking). False with
   // an empty *why while waiting; false with *why set when the connection failed meanwhile.
   bool poll_ready(std::string* why) override;
+  // Its QPs (one or more per cable): GIN's one-sided path opens its own QP on the first one's
+  // port (gin/one_sided.h).
+  const Endpoint& endpoint() const { return *ep_; }
 
  private:
   struct Request {

@@ -202,10 +202,12 @@ write_bw_gbs() {
 
 # nccl-mesh-bench, two processes (multi-host mode, rendezvous on 127.0.0.1): rank 0 on IF0,
 # rank 1 on IF1; prints the plugin's GB/s for rank 0 -> rank 1 at BW_BYTES, or nothing.
+# BENCH_PATTERN (optional): the bench's --pattern (gin-put: GIN's first column).
 bench_gbs() {
   local if0=$1 if1=$2 port=29555 p1 c s
   local common=(--plugin "$PLUGIN" --nranks 2 --rendezvous 127.0.0.1:$port --sizes "$BW_BYTES"
     --window "$BW_WINDOW" --iters 128 --warmup 8 --no-verify --timeout 120)
+  [ -n "${BENCH_PATTERN:-}" ] && common+=(--pattern "$BENCH_PATTERN")
   NCCL_MESH_IFNAME=$if1 NCCL_MESH_TRANSPORT=$T NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
     timeout 300 ./nccl-mesh-bench --rank 1 "${common[@]}" > /tmp/bench1.log 2>&1 &
   p1=$!
@@ -278,6 +280,67 @@ standin() {
   detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
   [ $rc -gt 128 ] && detail="killed by signal $((rc - 128)) (a CPU access to the stand-in?); $detail"
   record "$name" $rc "$(secs "$t0")" "$detail"
+}
+
+# gin NAME IFNAMES RXE...: the GIN suite (tests/gin) over GIN's one-sided RDMA path (RDMA WRITE,
+# FETCH_AND_ADD signals, READ on one RC QP per rank pair; docs/gin.md), 2 and 3 ranks in this VM's
+# namespace, rank r on entry r of IFNAMES ("a0,a1;b0,b1;c0,c1"), every registration NCCL_PTR_CUDA
+# through the CUDA driver stand-in (libmesh_gin_fake_cuda.so). One ABI version (v13: 4 contexts;
+# the versions are thin adapters over one core). Passes when the suite passes, every rank pair
+# logged "one-sided over", no pair stayed on the message stream, the close lines counted RDMA
+# WRITEs, atomics and READs and no put/get as a stream message, and the rxe devices sent packets.
+GIN_FILTER='Gin/OrderingTest.SignalImpliesEveryEarlierPut/v13_3ranks:Gin/OpsTest.*/v13:Gin/HostileTest.PeerDeathFailsRequestsWithoutHanging/v13'
+gin() {
+  local name=$1 ifnames=$2; shift 2
+  local devs=("$@") before=() d rc t0 log=/tmp/$1.log detail
+  [ "$T" = rdma ] || return 0
+  if [ ! -x /guest/mesh_gin_test ] || [ ! -f /guest/libmesh_gin_fake_cuda.so ]; then
+    record "$name" 1 0.0 "mesh_gin_test or libmesh_gin_fake_cuda.so is not in the VM (build them)"
+    return
+  fi
+  for d in "${devs[@]}"; do before+=("$(rxe_sent "$d")"); done
+  echo "=== [guest] $name: GIN suite, one-sided RDMA, ranks on $ifnames, filter ${LANE_GIN_FILTER:-$GIN_FILTER}"
+  t0=$(now)
+  MESH_GIN_PLUGIN=$PLUGIN MESH_GIN_IFNAMES=$ifnames MESH_GIN_MEMORY=cuda \
+    NCCL_MESH_TEST_GIN_CUDA_LIBRARY=/guest/libmesh_gin_fake_cuda.so MESH_GIN_TIME_SCALE=$SCALE \
+    NCCL_MESH_TRANSPORT=rdma NCCL_DEBUG=INFO \
+    timeout -k 10 600 /guest/mesh_gin_test --gtest_color=no \
+    --gtest_filter="${LANE_GIN_FILTER:-$GIN_FILTER}" > "$log" 2>&1
+  rc=$?
+  grep -v -e ' INFO ' -e 'arp_ignore=0 there' "$log"
+  grep -E 'one-sided|stays on the message stream' "$log" | sort | uniq -c | sort -rn | head -12
+  detail=$(grep -E '^\[  (PASSED|FAILED) +\]' "$log" | head -2 | tr -s ' ' | tr '\n' ' ')
+  [ $rc = 124 ] && detail="timed out after 600 s; $detail"
+  record "$name" $rc "$(secs "$t0")" "$detail"
+  local pairs stays closes writes atomics reads stream moved="" ok=0
+  pairs=$(grep -c 'one-sided over' "$log")
+  stays=$(grep -c 'stays on the message stream' "$log")
+  closes=$(grep -c 'RDMA WRITEs' "$log")
+  writes=$(grep -oE '[0-9]+ RDMA WRITEs' "$log" | awk '{s += $1} END {print s + 0}')
+  atomics=$(grep -oE '[0-9]+ atomics' "$log" | awk '{s += $1} END {print s + 0}')
+  reads=$(grep -oE '[0-9]+ READs' "$log" | awk '{s += $1} END {print s + 0}')
+  stream=$(grep -oE '[0-9]+ puts/gets as stream messages' "$log" | awk '{s += $1} END {print s + 0}')
+  for i in "${!devs[@]}"; do
+    d=$(($(rxe_sent "${devs[$i]}") - ${before[$i]}))
+    moved="$moved ${devs[$i]}:$d"
+    [ $d -gt 0 ] || ok=1
+  done
+  [ "$pairs" -gt 0 ] && [ "$stays" = 0 ] && [ "$closes" -gt 0 ] && [ "$writes" -gt 0 ] &&
+    [ "$atomics" -gt 0 ] && [ "$reads" -gt 0 ] && [ "$stream" = 0 ] || ok=1
+  # What it costs, side by side on the A-B cable (printed, not judged: TCG): ib_write_bw, then
+  # GIN puts over the one-sided path (nccl-mesh-bench --pattern gin-put, LANE_GIN_BW_BYTES,
+  # window BW_WINDOW, with its net and TCP references); the bench's GIN must be one-sided too.
+  if [ "${LANE_SKIP_BW:-0}" != 1 ]; then
+    local w g t1 bwok=0 BW_BYTES=${LANE_GIN_BW_BYTES:-256K}  # 1 MiB x 128 x 3 paths: 70 s
+    t1=$(now)
+    w=$(write_bw_gbs "$SOFTROCE_AB_B_DEV" "$SOFTROCE_AB_B_GID" "$SOFTROCE_AB_A_DEV" "$SOFTROCE_AB_A_GID")
+    g=$(BENCH_PATTERN=gin-put bench_gbs "$SOFTROCE_AB_A_NETDEV" "$SOFTROCE_AB_B_NETDEV")
+    grep -q 'one-sided over' /tmp/bench0.log || bwok=1
+    [ -n "$w" ] && [ -n "$g" ] || bwok=1
+    echo "RATIO gin_put_vs_ib_write_bw=$(awk -v g="${g:-0}" -v w="${w:-0}" 'BEGIN{ if (g > 0 && w > 0) printf "%.3f", g / w; else print "null" }') (gin-put ${g:-?} GB/s, ib_write_bw ${w:-?} GB/s, $BW_BYTES, window $BW_WINDOW)"
+    record "$name-bw" $bwok "$(secs "$t1")" "gin-put ${g:-?} GB/s vs ib_write_bw ${w:-?} GB/s at $BW_BYTES (bench GIN one-sided: $([ $bwok = 0 ] && echo yes || echo NO))"
+  fi
+  record "$name-one-sided" $ok 0.0 "$pairs one-sided pair lines, $stays two-sided; $closes closes: $writes RDMA WRITEs, $atomics atomics, $reads READs, $stream puts/gets on the stream; rxe sent_pkts:$moved"
 }
 
 # want STEP: whether LANE_STEPS (default: all) selects the step; a skipped step says so.
@@ -755,6 +818,9 @@ case ${SOFTROCE_TOPO:-} in
     want standin-mesh3 &&
       standin standin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
         "$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV"
+    want gin-mesh3 &&
+      gin gin-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV;$SOFTROCE_AB_B_NETDEV,$SOFTROCE_BC_A_NETDEV;$SOFTROCE_AC_B_NETDEV,$SOFTROCE_BC_B_NETDEV" \
+        "$SOFTROCE_AB_A_DEV" "$SOFTROCE_AB_B_DEV" "$SOFTROCE_AC_A_DEV" "$SOFTROCE_BC_B_DEV"
     want relay-line3 && relay_line3
     # RDMA relay only (TCP relay has its own namespace fault and bandwidth cases)
     if [ "${LANE_RELAY_TRANSPORT:-$T}" = rdma ]; then
