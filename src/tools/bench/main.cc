@@ -127,6 +127,10 @@ int run_rank(Context& ctx) {
 
 int main(int argc, char** argv) {
   using namespace mesh::bench;
+  // Whole lines: the report goes to stdout while the plugin's threads log to stderr, often into
+  // the same file; a fully buffered stdout would be flushed in 4 KiB blocks that a log line can
+  // split (a "# route" line cut in two).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options opt;
   if (const auto code = parse_options(argc, argv, opt)) return *code;
   Context ctx;
