@@ -334,13 +334,6 @@ Request* Comm::new_request(Request::Kind kind, uint32_t peer) {
   return r;
 }
 
-namespace {
-// off + n within size, without overflow.
-bool fits(uint64_t off, uint64_t n, uint64_t size) {
-  return n <= size && off <= size - n;
-}
-}  // namespace
-
 ncclResult_t Comm::put(int context, void* src, uint64_t src_off, size_t size, void* dst,
                        uint64_t dst_off, uint32_t rank, const Signal* signal, void** request) {
   *request = nullptr;
@@ -373,7 +366,7 @@ ncclResult_t Comm::put(int context, void* src, uint64_t src_off, size_t size, vo
                 !op.src ? "source" : "destination", !op.src ? src : dst);
       return ncclInvalidArgument;
     }
-    if (!fits(src_off, size, op.src->size) || !fits(dst_off, size, d->size)) {
+    if (!range_fits(src_off, size, op.src->size) || !range_fits(dst_off, size, d->size)) {
       MESH_WARN(
           "GIN %s to rank %u: %zu bytes at source offset %lu / destination offset %lu "
           "overrun the registrations (%zu / %zu bytes)",
@@ -387,7 +380,7 @@ ncclResult_t Comm::put(int context, void* src, uint64_t src_off, size_t size, vo
   }
   if (signal != nullptr) {
     std::shared_ptr<Region> s = find_region(signal->region);
-    if (!s || signal->offset % 8 != 0 || !fits(signal->offset, 8, s->size)) {
+    if (!s || signal->offset % 8 != 0 || !range_fits(signal->offset, 8, s->size)) {
       MESH_WARN(
           "GIN iputSignal to rank %u: signal %p + %lu is not an aligned 8-byte word of a "
           "registration of this comm",
@@ -426,7 +419,8 @@ ncclResult_t Comm::get(int context, void* remote, uint64_t remote_off, size_t si
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<Region> rem = find_region(remote);
   std::shared_ptr<Region> loc = find_region(local);
-  if (!rem || !loc || !fits(remote_off, size, rem->size) || !fits(local_off, size, loc->size)) {
+  if (!rem || !loc || !range_fits(remote_off, size, rem->size) ||
+      !range_fits(local_off, size, loc->size)) {
     MESH_WARN(
         "GIN iget from rank %u: %zu bytes at remote offset %lu into local offset %lu: a "
         "handle is not a registration of this comm or the range overruns it",

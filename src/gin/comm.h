@@ -43,6 +43,12 @@
 
 namespace mesh::gin {
 
+// [off, off + n) lies within [0, size), without overflow: every put, get and signal is checked
+// with it before its bytes are touched or posted.
+inline bool range_fits(uint64_t off, uint64_t n, uint64_t size) {
+  return n <= size && off <= size - n;
+}
+
 struct Region {
   GinTag tag = GinTag::kRegion;
   Comm* comm = nullptr;

@@ -11,13 +11,6 @@
 
 namespace mesh::gin {
 
-namespace {
-// off + n within size, without overflow.
-bool inside(uint64_t off, uint64_t n, uint64_t size) {
-  return n <= size && off <= size - n;
-}
-}  // namespace
-
 int Comm::post_one_sided(uint32_t rank, Peer& p, Op& op) {
   OneSided& q = *p.rdma;
   // The target's registrations: known once its kRegKey arrived (it registers collectively, but
@@ -48,8 +41,8 @@ int Comm::post_one_sided(uint32_t rank, Peer& p, Op& op) {
   if (!q.room(wrs)) return 0;
   // The target said how large its registrations are: never post outside them (its NIC would
   // refuse, and the QP would then be lost for every later op).
-  if ((data && !inside(op.dst_off, op.size, dst->size)) ||
-      (add && (!inside(op.signal_off, 8, sig->size) || (sig->addr + op.signal_off) % 8 != 0))) {
+  if ((data && !range_fits(op.dst_off, op.size, dst->size)) ||
+      (add && (!range_fits(op.signal_off, 8, sig->size) || (sig->addr + op.signal_off) % 8 != 0))) {
     fail_peer(rank, std::string(put ? "a put" : "a get") + " of " + std::to_string(op.size) +
                         " bytes at offset " + std::to_string(op.dst_off) +
                         " (or its signal) lies outside registration " + std::to_string(op.dst_reg) +
