@@ -52,8 +52,7 @@ tcp::TcpOptions tcp_options(const Settings& s) {
   opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
   opt.eager_bytes = static_cast<size_t>(s.tcp_eager_bytes);
   opt.user_timeout_ms = s.tcp_user_timeout_ms;
-  opt.io_threads = s.tcp_io_threads >= 0 ? static_cast<size_t>(s.tcp_io_threads)
-                                         : tcp::auto_io_threads(tcp::usable_cpus());
+  opt.io_threads = tcp::resolve_io_threads(s.tcp_io_threads, tcp::usable_cpus());
   return opt;
 }
 
@@ -108,9 +107,17 @@ bool Plugin::discover(std::string* why) {
   const std::string movers = tcp_.io_threads == 0
                                  ? std::string("NCCL's progress thread")
                                  : std::to_string(tcp_.io_threads) + " I/O threads";
+  const size_t cpus = tcp::usable_cpus();
+  if (s.tcp_io_threads > 0 && tcp_.io_threads == 0) {
+    MESH_INFO(NCCL_INIT | NCCL_NET,
+              "NCCL_MESH_TCP_IO_THREADS=%lld asks for as many I/O threads as this process has "
+              "usable cores (%zu) or more: no pool, NCCL's progress thread moves the TCP data "
+              "(the threads could not copy in parallel with it, only add hand-offs)",
+              static_cast<long long>(s.tcp_io_threads), cpus);
+  }
   MESH_INFO(NCCL_INIT | NCCL_NET,
             "TCP data sockets moved by %s (%zu usable cores; NCCL_MESH_TCP_IO_THREADS)",
-            movers.c_str(), tcp::usable_cpus());
+            movers.c_str(), cpus);
   discovered_ = true;
   return true;
 }

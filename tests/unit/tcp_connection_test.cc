@@ -4,12 +4,15 @@
 // posted (bounded by NCCL_MESH_TCP_EAGER_BYTES and the request window), the size check that an
 // eager send still gets, and the receiver's staged control stream (several messages read at
 // once, each handed to its own receive, a large inline payload read straight into its buffer).
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -286,6 +289,77 @@ TEST(TcpIoPool, CallerMovesOnePartMessagesThreadsTheOthersInOrder) {
   TcpOptions opt = options(64 * 1024);
   opt.io_threads = 2;
   exchange_mixed(opt);
+  EXPECT_TRUE(IoPool::stop_if_idle()) << "a stream is still attached to the pool";
+}
+
+// Context switches of this process's I/O threads so far (threads named mesh-io*): each one is
+// a wake-up from epoll or the eventfd, or a preemption.
+uint64_t io_thread_switches() {
+  uint64_t total = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string base = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream comm(base + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind("mesh-io", 0) != 0) continue;
+    std::ifstream status(base + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.find("ctxt_switches:") != std::string::npos) {
+        total += std::stoull(line.substr(line.find(':') + 1));
+      }
+    }
+  }
+  closedir(dir);
+  return total;
+}
+
+TEST(TcpIoPool, ThreadsSleepWhileTheCallerMovesOnePartMessages) {
+  // One-part messages are the caller's to move; their sockets must not wake the I/O threads
+  // (with edge-triggered watching every arriving segment did: a context switch per message on
+  // top of the caller's own work, which on a host with fewer cores than busy threads takes the
+  // core from a rank that has work).
+  TcpOptions opt = options(64 * 1024);
+  opt.io_threads = 2;
+  {
+    Endpoints e = connect_pair(opt, 2);
+    std::vector<uint8_t> msg = pattern(100 * 1024, 7);  // above inline, below min_chunk: 1 part
+    std::vector<uint8_t> buf(msg.size());
+    auto exchange = [&] {
+      void* r = post_recv(*e.recv, buf);
+      void* s = nullptr;
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while ((s = post_send(*e.send, msg)) == nullptr && Clock::now() < deadline) {
+        int done = 0;
+        ASSERT_EQ(e.recv->test(static_cast<RequestHeader*>(r), &done, nullptr), ncclSuccess);
+      }
+      ASSERT_NE(s, nullptr);
+      // Both ends progress from this thread, as NCCL's proxy would for two comms.
+      int sdone = 0, rdone = 0;
+      while (!sdone || !rdone) {
+        ASSERT_LT(Clock::now(), deadline);
+        if (!sdone) {
+          ASSERT_EQ(e.send->test(static_cast<RequestHeader*>(s), &sdone, nullptr), ncclSuccess);
+        }
+        if (!rdone) {
+          ASSERT_EQ(e.recv->test(static_cast<RequestHeader*>(r), &rdone, nullptr), ncclSuccess);
+        }
+      }
+      ASSERT_EQ(buf, msg);
+    };
+    exchange();
+    const uint64_t before = io_thread_switches();
+    ASSERT_GT(before, 0u) << "no mesh-io thread found: the pool did not start";
+    constexpr int kMessages = 300;
+    for (int i = 0; i < kMessages; ++i) exchange();
+    const uint64_t woke = io_thread_switches() - before;
+    EXPECT_LT(woke, static_cast<uint64_t>(kMessages / 10))
+        << "the I/O threads switched " << woke << " times for " << kMessages
+        << " one-part messages that the caller moved";
+  }
   EXPECT_TRUE(IoPool::stop_if_idle()) << "a stream is still attached to the pool";
 }
 

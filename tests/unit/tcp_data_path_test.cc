@@ -49,6 +49,19 @@ bool wait_for(F done) {
   return true;
 }
 
+// An explicit count is kept only while the threads and NCCL's proxy thread can each have a
+// core; -1 is the automatic size.
+TEST(ResolveIoThreads, ExplicitCountBelowTheCoresAutoOtherwiseNone) {
+  EXPECT_EQ(resolve_io_threads(-1, 2), 0u);
+  EXPECT_EQ(resolve_io_threads(-1, 16), auto_io_threads(16));
+  EXPECT_EQ(resolve_io_threads(0, 16), 0u);
+  EXPECT_EQ(resolve_io_threads(1, 2), 1u);
+  EXPECT_EQ(resolve_io_threads(2, 2), 0u);  // this CI machine: NCCL_MESH_TCP_IO_THREADS=2
+  EXPECT_EQ(resolve_io_threads(2, 3), 2u);
+  EXPECT_EQ(resolve_io_threads(8, 4), 0u);
+  EXPECT_EQ(resolve_io_threads(8, 64), 8u);
+}
+
 TEST(AutoIoThreads, NoneBelowEightCoresThenAQuarterCappedAtEight) {
   for (size_t cpus : {1, 2, 4, 6, 7}) EXPECT_EQ(auto_io_threads(cpus), 0u) << cpus;
   EXPECT_EQ(auto_io_threads(8), 2u);

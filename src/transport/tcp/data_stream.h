@@ -46,6 +46,11 @@ class DataStream {
   // A lock-free hint for pollers: parts are queued.
   bool has_work() const { return queued_.load(std::memory_order_acquire) > 0; }
   int fd() const { return fd_.get(); }
+  // With an I/O pool: the connection's caller moves this stream's queue itself (one-part
+  // messages, tcp_connection.cc), so its I/O thread leaves it alone and does not watch its
+  // socket for it. Set and cleared by the caller only.
+  void set_caller_moves(bool v) { caller_moves_.store(v, std::memory_order_release); }
+  bool caller_moves() const { return caller_moves_.load(std::memory_order_acquire); }
   bool sender() const { return sender_; }
   void close();  // shuts the socket down and closes it; later pushes fail
 
@@ -62,6 +67,7 @@ class DataStream {
   size_t count_ = 0;
   size_t done_ = 0;  // bytes of the head part already moved
   std::atomic<size_t> queued_{0};
+  std::atomic<bool> caller_moves_{false};
 };
 
 }  // namespace mesh::tcp

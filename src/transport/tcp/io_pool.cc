@@ -18,6 +18,12 @@ size_t auto_io_threads(size_t cpus) {
   return quarter < 2 ? 0 : std::min<size_t>(quarter, 8);
 }
 
+size_t resolve_io_threads(int64_t requested, size_t cpus) {
+  if (requested < 0) return auto_io_threads(cpus);
+  const auto n = static_cast<size_t>(requested);
+  return n >= cpus ? 0 : n;
+}
+
 size_t usable_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -58,16 +64,26 @@ bool IoThread::start(std::string* why) {
 
 void IoThread::attach(DataStream* stream) {
   std::lock_guard<std::mutex> lock(list_mu_);
-  // Edge-triggered: the thread is woken when the socket becomes readable (receiver) or gains
-  // send space (sender) after a pump stopped at EAGAIN; queued parts wake it through notify().
+  // Registered disarmed (one-shot, no event asked for): arm() asks for readiness once the thread
+  // has work it could not finish on this socket; queued parts wake it through notify().
   epoll_event ev{};
-  ev.events = (stream->sender() ? EPOLLOUT : EPOLLIN) | EPOLLET;
+  ev.events = EPOLLONESHOT;
   ev.data.ptr = stream;
   // A stream whose socket cannot be watched still works: notify() and the next pass pump it;
   // only an EAGAIN with no later push would wait, so this is reported by the caller's timeout.
   (void)epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, stream->fd(), &ev);
   list_.push_back(stream);
   count_.store(list_.size(), std::memory_order_relaxed);
+}
+
+// Level-triggered and one-shot: if the socket became ready between the EAGAIN and this call the
+// next epoll_wait returns at once, so no readiness is lost; after it fires the socket is
+// disarmed until the thread again stops at EAGAIN on it.
+void IoThread::arm(DataStream* stream) {
+  epoll_event ev{};
+  ev.events = (stream->sender() ? EPOLLOUT : EPOLLIN) | EPOLLONESHOT;
+  ev.data.ptr = stream;
+  (void)epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, stream->fd(), &ev);
 }
 
 void IoThread::detach(DataStream* stream) {
@@ -89,7 +105,14 @@ bool IoThread::pump_all() {
   std::lock_guard<std::mutex> lock(list_mu_);
   bool moved = false;
   for (DataStream* s : list_) {
-    if (s->has_work()) moved |= s->try_pump();
+    // A stream the caller moves is not ours to move (nor to watch) until a several-part
+    // message is queued on it again (notify()).
+    if (!s->has_work() || s->caller_moves()) continue;
+    const bool m = s->try_pump();
+    moved |= m;
+    // Nothing moved and parts left: the socket would block (or the caller holds the stream
+    // for a moment): sleep until it is ready. A pass that moved goes round again first.
+    if (!m && s->has_work()) arm(s);
   }
   return moved;
 }

@@ -8,8 +8,12 @@
 // its life; the caller queues parts (DataStream::push) and kicks the thread if it sleeps, so a
 // busy thread takes new parts without any wake-up. (The caller moves a one-part message itself,
 // tcp_connection.cc: the pool would add a hand-off and no parallel copy.) An idle thread sleeps
-// in epoll on its sockets (edge-triggered: readable for receivers, writable for senders) and an
-// eventfd.
+// in epoll on an eventfd and on the sockets it left work on: a stream's socket is armed
+// one-shot (readable for receivers, writable for senders) only when the thread's own pump
+// stopped at EAGAIN with parts queued. Sockets the thread has no work on never wake it: with
+// edge triggering every arriving segment of a caller-moved message woke the thread for nothing,
+// which on a host with fewer cores than busy threads took the core from the rank that had the
+// work (docs/measurements.md, issue 28).
 //
 // With zero threads (the default on machines with fewer than 8 usable cores, see
 // auto_io_threads) no pool exists and the connection's caller moves the bytes itself.
@@ -36,6 +40,11 @@ namespace mesh::tcp {
 // below 2 (one helper thread only moves the copies off the caller, adding a hand-off without
 // adding a core).
 size_t auto_io_threads(size_t usable_cpus);
+// NCCL_MESH_TCP_IO_THREADS resolved: -1 is auto_io_threads; an explicit count of at least the
+// usable cores is 0, because the pool's threads and NCCL's proxy thread cannot then each have a
+// core: the threads copy nothing in parallel and every several-part message pays a hand-off
+// and wake-ups (measured on 2 cores: 1 MiB ring all-reduce 1.4x slower, docs/measurements.md).
+size_t resolve_io_threads(int64_t requested, size_t usable_cpus);
 // Cores this process may run on (sched_getaffinity), at least 1.
 size_t usable_cpus();
 
@@ -55,6 +64,7 @@ class IoThread {
  private:
   void run();
   bool pump_all();
+  void arm(DataStream* stream);  // one wake-up when its socket is ready again
 
   const int index_;
   UniqueFd epoll_;

@@ -212,7 +212,9 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
     if (owners_.empty()) continue;
     if (nparts == 1) {
       assisted_[s] = true;
+      streams_[s]->set_caller_moves(true);
     } else {
+      streams_[s]->set_caller_moves(false);
       owners_[s]->notify();
     }
   }
@@ -230,9 +232,11 @@ void TcpConnection::progress() {
 // Parts were queued in sequence order on both sides, so each stream's byte order agrees.
 // With a pool it moves only the streams that carry a one-part message (start_parts), and skips a
 // stream an I/O thread is moving (try_pump): whichever of them holds the stream moves its whole
-// queue in order. Such a part is never left to the caller alone: when its socket would block,
-// the next readable/writable edge wakes the stream's I/O thread too (the caller's failed send or
-// receive armed it), and the caller keeps trying from test().
+// queue in order. The I/O thread leaves a stream the caller moves alone (DataStream::
+// caller_moves) and is not woken by its socket: NCCL tests every request until it is done, so
+// the caller's next test() moves what the socket would not take this time. A several-part
+// message queued behind it hands the stream back to the thread (start_parts), and the caller
+// keeps moving the stream too until its queue is empty: whoever holds it moves it in order.
 //
 // Back-off: NCCL's proxy calls test() in a tight loop, and a pass that finds every socket full
 // (sender) or empty (receiver) is one failed syscall per stream. After such a pass the next one
@@ -255,6 +259,7 @@ void TcpConnection::pump_data() {
         moved |= s.try_pump();
       } else {
         assisted_[i] = false;  // its queue ran empty: the parts the caller took on are done
+        s.set_caller_moves(false);
       }
     }
   }
