@@ -292,12 +292,17 @@ TEST(TcpIoPool, CallerMovesOnePartMessagesThreadsTheOthersInOrder) {
   EXPECT_TRUE(IoPool::stop_if_idle()) << "a stream is still attached to the pool";
 }
 
-// Context switches of this process's I/O threads so far (threads named mesh-io*): each one is
-// a wake-up from epoll or the eventfd, or a preemption.
-uint64_t io_thread_switches() {
-  uint64_t total = 0;
+// This process's I/O threads (named mesh-io*): how many, and their context switches so far
+// (each one a wake-up from epoll or the eventfd, or a preemption).
+struct IoThreadStats {
+  size_t threads = 0;
+  uint64_t switches = 0;
+};
+
+IoThreadStats io_thread_stats() {
+  IoThreadStats st;
   DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return 0;
+  if (dir == nullptr) return st;
   while (dirent* e = readdir(dir)) {
     if (e->d_name[0] == '.') continue;
     const std::string base = std::string("/proc/self/task/") + e->d_name;
@@ -305,16 +310,17 @@ uint64_t io_thread_switches() {
     std::string name;
     std::getline(comm, name);
     if (name.rfind("mesh-io", 0) != 0) continue;
+    ++st.threads;
     std::ifstream status(base + "/status");
     std::string line;
     while (std::getline(status, line)) {
       if (line.find("ctxt_switches:") != std::string::npos) {
-        total += std::stoull(line.substr(line.find(':') + 1));
+        st.switches += std::stoull(line.substr(line.find(':') + 1));
       }
     }
   }
   closedir(dir);
-  return total;
+  return st;
 }
 
 TEST(TcpIoPool, ThreadsSleepWhileTheCallerMovesOnePartMessages) {
@@ -351,11 +357,18 @@ TEST(TcpIoPool, ThreadsSleepWhileTheCallerMovesOnePartMessages) {
       ASSERT_EQ(buf, msg);
     };
     exchange();
-    const uint64_t before = io_thread_switches();
-    ASSERT_GT(before, 0u) << "no mesh-io thread found: the pool did not start";
+    // The threads name themselves when they first run: wait until both have run and slept
+    // (on a loaded machine that can take a while), so their start-up is not counted below.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    IoThreadStats st;
+    while ((st = io_thread_stats()).threads < 2 || st.switches < 2) {
+      ASSERT_LT(Clock::now(), deadline)
+          << "the pool's 2 threads did not start (" << st.threads << " found)";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     constexpr int kMessages = 300;
     for (int i = 0; i < kMessages; ++i) exchange();
-    const uint64_t woke = io_thread_switches() - before;
+    const uint64_t woke = io_thread_stats().switches - st.switches;
     EXPECT_LT(woke, static_cast<uint64_t>(kMessages / 10))
         << "the I/O threads switched " << woke << " times for " << kMessages
         << " one-part messages that the caller moved";

@@ -24,6 +24,11 @@ size_t resolve_io_threads(int64_t requested, size_t cpus) {
   return n >= cpus ? 0 : n;
 }
 
+uint32_t watched_events(const DataStream& stream, bool on) {
+  const uint32_t ready = stream.sender() ? EPOLLOUT : EPOLLIN;
+  return EPOLLET | (on ? ready : 0u);
+}
+
 size_t usable_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -64,10 +69,10 @@ bool IoThread::start(std::string* why) {
 
 void IoThread::attach(DataStream* stream) {
   std::lock_guard<std::mutex> lock(list_mu_);
-  // Registered disarmed (one-shot, no event asked for): arm() asks for readiness once the thread
-  // has work it could not finish on this socket; queued parts wake it through notify().
+  // Edge-triggered: the thread is woken when the socket becomes readable (receiver) or gains
+  // send space (sender) after a pump stopped at EAGAIN; queued parts wake it through notify().
   epoll_event ev{};
-  ev.events = EPOLLONESHOT;
+  ev.events = watched_events(*stream, true);
   ev.data.ptr = stream;
   // A stream whose socket cannot be watched still works: notify() and the next pass pump it;
   // only an EAGAIN with no later push would wait, so this is reported by the caller's timeout.
@@ -76,12 +81,11 @@ void IoThread::attach(DataStream* stream) {
   count_.store(list_.size(), std::memory_order_relaxed);
 }
 
-// Level-triggered and one-shot: if the socket became ready between the EAGAIN and this call the
-// next epoll_wait returns at once, so no readiness is lost; after it fires the socket is
-// disarmed until the thread again stops at EAGAIN on it.
-void IoThread::arm(DataStream* stream) {
+// Changing the events of a registered socket re-checks its readiness: if it is ready now an
+// event is queued at once, so a stream handed back to the thread with bytes waiting wakes it.
+void IoThread::watch(DataStream* stream, bool on) {
   epoll_event ev{};
-  ev.events = (stream->sender() ? EPOLLOUT : EPOLLIN) | EPOLLONESHOT;
+  ev.events = watched_events(*stream, on);
   ev.data.ptr = stream;
   (void)epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, stream->fd(), &ev);
 }
@@ -105,14 +109,9 @@ bool IoThread::pump_all() {
   std::lock_guard<std::mutex> lock(list_mu_);
   bool moved = false;
   for (DataStream* s : list_) {
-    // A stream the caller moves is not ours to move (nor to watch) until a several-part
-    // message is queued on it again (notify()).
-    if (!s->has_work() || s->caller_moves()) continue;
-    const bool m = s->try_pump();
-    moved |= m;
-    // Nothing moved and parts left: the socket would block (or the caller holds the stream
-    // for a moment): sleep until it is ready. A pass that moved goes round again first.
-    if (!m && s->has_work()) arm(s);
+    // A stream the caller moves is not ours until a several-part message is queued on it
+    // again (TcpConnection::start_parts).
+    if (s->has_work() && !s->caller_moves()) moved |= s->try_pump();
   }
   return moved;
 }

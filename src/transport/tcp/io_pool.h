@@ -8,12 +8,12 @@
 // its life; the caller queues parts (DataStream::push) and kicks the thread if it sleeps, so a
 // busy thread takes new parts without any wake-up. (The caller moves a one-part message itself,
 // tcp_connection.cc: the pool would add a hand-off and no parallel copy.) An idle thread sleeps
-// in epoll on an eventfd and on the sockets it left work on: a stream's socket is armed
-// one-shot (readable for receivers, writable for senders) only when the thread's own pump
-// stopped at EAGAIN with parts queued. Sockets the thread has no work on never wake it: with
-// edge triggering every arriving segment of a caller-moved message woke the thread for nothing,
-// which on a host with fewer cores than busy threads took the core from the rank that had the
-// work (docs/measurements.md, issue 28).
+// in epoll on its sockets (edge-triggered: readable for receivers, writable for senders) and an
+// eventfd. A stream the caller moves is unwatched (watch()) until a several-part message is
+// queued on it again: otherwise every arriving segment of a caller-moved message woke the
+// thread for nothing, which on a host with fewer cores than busy threads took the core from a
+// rank that had work (docs/measurements.md, issue 28). Ownership changes only when a stream
+// goes from one kind of message to the other, so a steady flow of either costs no epoll_ctl.
 //
 // With zero threads (the default on machines with fewer than 8 usable cores, see
 // auto_io_threads) no pool exists and the connection's caller moves the bytes itself.
@@ -45,6 +45,8 @@ size_t auto_io_threads(size_t usable_cpus);
 // core: the threads copy nothing in parallel and every several-part message pays a hand-off
 // and wake-ups (measured on 2 cores: 1 MiB ring all-reduce 1.4x slower, docs/measurements.md).
 size_t resolve_io_threads(int64_t requested, size_t usable_cpus);
+// The epoll events of a stream's socket: edge-triggered readiness when watched, none otherwise.
+uint32_t watched_events(const DataStream& stream, bool on);
 // Cores this process may run on (sched_getaffinity), at least 1.
 size_t usable_cpus();
 
@@ -59,12 +61,14 @@ class IoThread {
   void attach(DataStream* stream);
   void detach(DataStream* stream);
   void notify();  // parts were queued on one of this thread's streams
+  // Watches the stream's socket (on) or stops (off: the caller moves the stream). Called by the
+  // stream's connection, under its lock, never concurrently with detach() of the same stream.
+  void watch(DataStream* stream, bool on);
   size_t streams() const { return count_.load(std::memory_order_relaxed); }
 
  private:
   void run();
   bool pump_all();
-  void arm(DataStream* stream);  // one wake-up when its socket is ready again
 
   const int index_;
   UniqueFd epoll_;

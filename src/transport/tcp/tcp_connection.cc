@@ -210,13 +210,15 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
     // threads as before: there the caller, NCCL's one proxy thread for every connection, would
     // otherwise copy a share of all bytes.
     if (owners_.empty()) continue;
-    if (nparts == 1) {
-      assisted_[s] = true;
-      streams_[s]->set_caller_moves(true);
-    } else {
-      streams_[s]->set_caller_moves(false);
-      owners_[s]->notify();
+    const bool caller = nparts == 1;
+    if (caller) assisted_[s] = true;
+    // The stream changes hands only when it goes from one kind of message to the other: its
+    // thread stops (or starts again) watching its socket.
+    if (streams_[s]->caller_moves() != caller) {
+      streams_[s]->set_caller_moves(caller);
+      owners_[s]->watch(streams_[s].get(), !caller);
     }
+    if (!caller) owners_[s]->notify();
   }
   next_stream_ = (next_stream_ + nparts) % streams_.size();
   next_pump_ns_ = 0;  // new bytes to move: no back-off for them
@@ -233,7 +235,7 @@ void TcpConnection::progress() {
 // With a pool it moves only the streams that carry a one-part message (start_parts), and skips a
 // stream an I/O thread is moving (try_pump): whichever of them holds the stream moves its whole
 // queue in order. The I/O thread leaves a stream the caller moves alone (DataStream::
-// caller_moves) and is not woken by its socket: NCCL tests every request until it is done, so
+// caller_moves) and does not watch its socket: NCCL tests every request until it is done, so
 // the caller's next test() moves what the socket would not take this time. A several-part
 // message queued behind it hands the stream back to the thread (start_parts), and the caller
 // keeps moving the stream too until its queue is empty: whoever holds it moves it in order.
@@ -258,8 +260,9 @@ void TcpConnection::pump_data() {
       if (s.has_work()) {
         moved |= s.try_pump();
       } else {
-        assisted_[i] = false;  // its queue ran empty: the parts the caller took on are done
-        s.set_caller_moves(false);
+        // Its queue ran empty: the parts the caller took on are done. The stream stays the
+        // caller's (unwatched by its thread) until a several-part message is queued on it.
+        assisted_[i] = false;
       }
     }
   }
