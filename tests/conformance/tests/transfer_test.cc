@@ -1,9 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Data transfer as NCCL's proxy progress thread drives it: isend/irecv posted (retried on a NULL
 // request), test() on the oldest request until done, every byte checked, both directions at once.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "harness/env.h"
 #include "tests/fixture.h"
@@ -117,6 +125,56 @@ TEST_P(TransferTest, MaxRequestsInFlightPerComm) {
   ex.inbound(in_[0], flow);
   const ExchangeResult r = run(ex);
   EXPECT_TRUE(r.all_ok()) << r.report();
+}
+
+// Threads of this process named mesh-io* (the TCP I/O pool's), once they have named themselves.
+size_t io_pool_threads() {
+  size_t n = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.rfind("mesh-io", 0) == 0) ++n;
+    }
+    closedir(dir);
+  }
+  return n;
+}
+
+// Who moves the TCP data is what NCCL_MESH_TCP_IO_THREADS says (README): unset or -1, a quarter
+// of the usable cores from 8 up; an explicit count below the usable cores, that many threads;
+// otherwise none. The io_pool: variants of this suite rely on it to run the pool at all.
+TEST_P(TransferTest, IoThreadsAreWhatTheSettingAsks) {
+  if (expected_transport() == "rdma") {
+    GTEST_SKIP() << "connections are RDMA here (MESH_CONFORMANCE_EXPECT_TRANSPORT=rdma): the TCP "
+                    "I/O pool is not used";
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const long cores = CPU_COUNT(&set);
+  const char* env = std::getenv("NCCL_MESH_TCP_IO_THREADS");
+  const long asked = env == nullptr ? -1 : std::strtol(env, nullptr, 10);
+  const long expected =
+      asked < 0 ? (cores / 4 < 2 ? 0 : std::min(cores / 4, 8L)) : (asked < cores ? asked : 0);
+  Flow flow;
+  flow.messages = exact({4 * MiB});  // several parts: the pool's threads move them
+  Exchange ex;
+  ex.outbound(out_[0], flow);
+  ex.inbound(in_[0], flow);
+  const ExchangeResult r = run(ex);
+  ASSERT_TRUE(r.all_ok()) << r.report();
+  // A thread names itself when it first runs: give a loaded machine time for that.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (io_pool_threads() < static_cast<size_t>(expected) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(io_pool_threads(), static_cast<size_t>(expected))
+      << "NCCL_MESH_TCP_IO_THREADS=" << (env ? env : "(unset)") << " on " << cores
+      << " usable cores";
 }
 
 TEST_P(TransferTest, MessageLargerThanReceiveBufferFailsTheReceiver) {
