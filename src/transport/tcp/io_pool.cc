@@ -13,6 +13,16 @@
 
 namespace mesh::tcp {
 
+namespace {
+
+// The epoll events of a stream's socket: edge-triggered readiness when watched, none otherwise.
+uint32_t watched_events(const DataStream& stream, bool on) {
+  const uint32_t ready = stream.sender() ? EPOLLOUT : EPOLLIN;
+  return EPOLLET | (on ? ready : 0u);
+}
+
+}  // namespace
+
 size_t auto_io_threads(size_t cpus) {
   const size_t quarter = cpus / 4;
   return quarter < 2 ? 0 : std::min<size_t>(quarter, 8);
@@ -22,11 +32,6 @@ size_t resolve_io_threads(int64_t requested, size_t cpus) {
   if (requested < 0) return auto_io_threads(cpus);
   const auto n = static_cast<size_t>(requested);
   return n >= cpus ? 0 : n;
-}
-
-uint32_t watched_events(const DataStream& stream, bool on) {
-  const uint32_t ready = stream.sender() ? EPOLLOUT : EPOLLIN;
-  return EPOLLET | (on ? ready : 0u);
 }
 
 size_t usable_cpus() {

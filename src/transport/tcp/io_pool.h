@@ -45,8 +45,6 @@ size_t auto_io_threads(size_t usable_cpus);
 // core: the threads copy nothing in parallel and every several-part message pays a hand-off
 // and wake-ups (measured on 2 cores: 1 MiB ring all-reduce 1.4x slower, docs/measurements.md).
 size_t resolve_io_threads(int64_t requested, size_t usable_cpus);
-// The epoll events of a stream's socket: edge-triggered readiness when watched, none otherwise.
-uint32_t watched_events(const DataStream& stream, bool on);
 // Cores this process may run on (sched_getaffinity), at least 1.
 size_t usable_cpus();
 
