@@ -51,6 +51,7 @@ tcp::TcpOptions tcp_options(const Settings& s) {
   opt.min_chunk = static_cast<size_t>(s.tcp_min_chunk);
   opt.inline_bytes = static_cast<size_t>(s.tcp_inline_bytes);
   opt.eager_bytes = static_cast<size_t>(s.tcp_eager_bytes);
+  opt.eager_window_bytes = static_cast<size_t>(s.tcp_eager_window);
   opt.user_timeout_ms = s.tcp_user_timeout_ms;
   opt.io_threads = tcp::resolve_io_threads(s.tcp_io_threads, tcp::usable_cpus());
   return opt;
@@ -472,7 +473,11 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     }
     sockets.transport_state = pc.rdma;
   }
-  *send_comm = adopt(make_connection(true, std::move(sockets), tcp_), c, "connected");
+  // Through a relay, the TCP window a sender sees is the relay's buffer, not the receiver's: a
+  // window-checked eager send could then wait behind a late receiver (tcp_connection.cc).
+  tcp::TcpOptions tcp = tcp_;
+  if (!attempt->route.empty()) tcp.eager_window_bytes = 0;
+  *send_comm = adopt(make_connection(true, std::move(sockets), tcp), c, "connected");
   return ncclSuccess;
 }
 

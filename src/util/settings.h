@@ -75,6 +75,11 @@ struct SettingEnum<RelayScope> {
     "Bytes (headers included) a sender may write before the receiver has posted the matching "    \
     "receive, instead of waiting for its clear-to-send (saves a one-way trip per small message). "\
     "Keep it below the receivers' socket buffer (tcp_rmem); 0: every message waits.")             \
+  X(int64_t, tcp_eager_window, "NCCL_MESH_TCP_EAGER_WINDOW", 1048576, 0, 16777216,                \
+    "Bytes (headers included) beyond NCCL_MESH_TCP_EAGER_BYTES a sender may write before the "    \
+    "clear-to-send when the receiver's kernel has already advertised TCP window room for them "   \
+    "on every socket they use (direct connections only; needs NCCL_MESH_TCP_EAGER_BYTES > 0). "   \
+    "0: only the budget.")                                                                        \
   X(int64_t, tcp_user_timeout_ms, "NCCL_MESH_TCP_USER_TIMEOUT_MS", 20000, 0, 3600000,             \
     "TCP_USER_TIMEOUT and keepalive budget: a peer or cable that stops acknowledging for this "   \
     "long turns into an error on the connection (0 = kernel defaults, many minutes).")            \

@@ -18,6 +18,7 @@ bool DataStream::push(const Part& part) {
   if (count_ == ring_.size() || !fd_.valid()) return false;
   ring_[(head_ + count_) % ring_.size()] = part;
   ++count_;
+  unmoved_bytes_.fetch_add(part.length, std::memory_order_acq_rel);
   queued_.store(count_, std::memory_order_release);
   return true;
 }
@@ -56,11 +57,13 @@ bool DataStream::pump_locked() {
                                       "cable cut or peer hung?)"
                                     : ""));
         count_ = 0;  // nothing more moves on a failed connection
+        unmoved_bytes_.store(0, std::memory_order_release);
         queued_.store(0, std::memory_order_release);
         return moved;
       }
       moved = true;
       done_ += static_cast<size_t>(n);
+      unmoved_bytes_.fetch_sub(static_cast<size_t>(n), std::memory_order_acq_rel);
       if (done_ < part.length) continue;
     }
     part.pending->fetch_sub(1, std::memory_order_release);
@@ -77,6 +80,7 @@ void DataStream::close() {
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
   fd_.reset();
   count_ = 0;
+  unmoved_bytes_.store(0, std::memory_order_release);
   queued_.store(0, std::memory_order_release);
 }
 

@@ -45,6 +45,10 @@ class DataStream {
   bool try_pump();
   // A lock-free hint for pollers: parts are queued.
   bool has_work() const { return queued_.load(std::memory_order_acquire) > 0; }
+  // Bytes queued and not yet moved (sender: not yet in the socket). Read without the lock by
+  // the eager-send check (tcp_connection.cc), which reads it before the socket's own queue, so
+  // bytes moving between the two reads are counted twice, never missed.
+  size_t unmoved_bytes() const { return unmoved_bytes_.load(std::memory_order_acquire); }
   int fd() const { return fd_.get(); }
   // With an I/O pool: the connection's caller moves this stream's queue itself (one-part
   // messages, tcp_connection.cc), so its I/O thread leaves it alone and does not watch its
@@ -67,6 +71,7 @@ class DataStream {
   size_t count_ = 0;
   size_t done_ = 0;  // bytes of the head part already moved
   std::atomic<size_t> queued_{0};
+  std::atomic<size_t> unmoved_bytes_{0};
   std::atomic<bool> caller_moves_{false};
 };
 

@@ -10,6 +10,7 @@
 
 #include "transport/requests.h"
 #include "transport/tcp/chunking.h"
+#include "transport/tcp/peer_window.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -115,7 +116,10 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   // "retry later" (NULL request) instead of parking the bytes in the socket; except for a few
   // small messages (eager, below), which the receiver's socket buffer holds whenever it posts.
   const bool cleared = static_cast<int32_t>(cts_received_ - next_seq_) > 0;
-  if (!cleared && !may_send_eagerly(size)) return ncclSuccess;
+  uint32_t nparts = choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes);
+  const bool budgeted = !cleared && may_send_eagerly(size);
+  const bool on_window = !cleared && !budgeted && windows_have_room(size, nparts);
+  if (!cleared && !budgeted && !on_window) return ncclSuccess;
   const uint64_t capacity = cleared ? cts_capacity_[next_seq_ % cts_capacity_.size()] : size;
   Request* r = allocate();
   if (r == nullptr) return warn_pool_exhausted(describe(), true);
@@ -124,9 +128,9 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   r->seq = next_seq_++;
   if (!cleared) {
     eager_size_[r->seq % eager_size_.size()] = size;
-    eager_outstanding_ += size + kHeaderSize;
+    on_window_[r->seq % on_window_.size()] = on_window;
+    (on_window ? window_outstanding_ : eager_outstanding_) += size + kHeaderSize;
   }
-  uint32_t nparts = choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes);
   MessageHeader h{r->seq, static_cast<uint16_t>(nparts == 0 ? kFlagInline : 0),
                   static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
@@ -189,6 +193,54 @@ bool TcpConnection::may_send_eagerly(size_t size) const {
   return options_.eager_bytes > 0 && charge <= options_.eager_bytes &&
          eager_outstanding_ + charge <= options_.eager_bytes &&
          next_seq_ - cts_received_ < static_cast<uint32_t>(eager_size_.size());
+}
+
+// Eager sends beyond the budget: a message may also go before its clear-to-send when every
+// socket it would use has that much room in the window the receiver's kernel has already
+// advertised (peer_window.h), counting what is still queued ahead of it there: the header (and
+// an inline payload) behind the control socket's unsent headers, each part behind its data
+// stream's unmoved parts. Those bytes then land in the receiver's socket buffers even if its
+// process posts late, so, as with the budget, none can wait in a zero window. This lets the
+// 64 KiB-1 MiB messages of a ring step go without the one-way trip (loopback and autotuned
+// links advertise megabytes once traffic has flowed); a fresh connection's small window, a late
+// receiver that has filled its buffer, or a kernel that cannot tell all answer no, and the
+// message waits for its clear-to-send as before.
+// The bytes ahead stay bounded (eager_window_bytes, 1 MiB by default): with the window alone a
+// sender of a large transfer ran megabytes ahead and its receiver copied them out of cache-cold
+// socket buffers (3-4 ranks, 4 MiB all-reduce: 1.3-1.5x slower; measurements.md).
+bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
+  const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
+  if (!window_known_ || options_.eager_bytes == 0 ||
+      window_outstanding_ + charge > options_.eager_window_bytes) {
+    return false;
+  }
+  if (next_seq_ - cts_received_ >= static_cast<uint32_t>(eager_size_.size())) return false;
+  if (window_asked_ && window_asked_seq_ == next_seq_) return false;
+  window_asked_ = true;
+  window_asked_seq_ = next_seq_;
+  uint64_t control = kHeaderSize + (nparts == 0 ? size : 0);
+  for (size_t i = 0; i < order_count_; ++i) {
+    const Request* q = order_[(order_head_ + i) % order_.size()];
+    const size_t payload = q->inline_payload && !q->oversize ? q->size : 0;
+    control += (kHeaderSize - q->header_done) + (payload - q->payload_done);
+  }
+  if (!socket_has_room(control_.get(), control)) return false;
+  for (uint32_t i = 0; i < nparts; ++i) {
+    // Parts of one message go to distinct streams (nparts <= streams), as start_parts() does.
+    const DataStream& s = *streams_[(next_stream_ + i) % streams_.size()];
+    const uint64_t need = part_range(size, nparts, i).length + s.unmoved_bytes();
+    if (!socket_has_room(s.fd(), need)) return false;
+  }
+  return true;
+}
+
+bool TcpConnection::socket_has_room(int fd, uint64_t need) {
+  uint64_t room = 0;
+  if (!peer_window_room(fd, &room)) {
+    window_known_ = false;  // not TCP (a test's socketpair) or an old kernel: ask no more
+    return false;
+  }
+  return need <= room;
 }
 
 bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
@@ -347,7 +399,8 @@ bool TcpConnection::apply_cts(const ClearToSend& c) {
   if (static_cast<int32_t>(c.seq - next_seq_) < 0) {
     // A message already sent eagerly: its bytes now have a posted buffer.
     const uint64_t size = eager_size_[c.seq % eager_size_.size()];
-    eager_outstanding_ -= size + kHeaderSize;
+    (on_window_[c.seq % on_window_.size()] ? window_outstanding_ : eager_outstanding_) -=
+        size + kHeaderSize;
     if (size > c.capacity) {
       fail(ncclInvalidUsage, oversize_at_sender(size, c.capacity));
       return false;

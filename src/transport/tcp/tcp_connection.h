@@ -35,6 +35,11 @@ struct TcpOptions {
   // Bytes (headers included) a sender may write before the receiver's clear-to-send for them
   // arrived (NCCL_MESH_TCP_EAGER_BYTES); 0: every message waits for its clear-to-send.
   size_t eager_bytes = 64 * 1024;
+  // Beyond eager_bytes: bytes (headers included) that may be ahead of their clear-to-sends
+  // when the peer's kernel has already advertised TCP window room for all of them on every
+  // socket they use (NCCL_MESH_TCP_EAGER_WINDOW; peer_window.h). 0 turns it off; so does a
+  // relayed connection (plugin.cc), where the window is the relay's, not the receiver's.
+  size_t eager_window_bytes = 1024 * 1024;
   int64_t user_timeout_ms = 20000;
   size_t io_threads = 0;  // NCCL_MESH_TCP_IO_THREADS resolved; 0: the caller moves the data
 };
@@ -120,6 +125,17 @@ class TcpConnection final : public Connection {
   bool may_send_eagerly(size_t size) const;
   uint64_t eager_outstanding_ = 0;
   std::array<uint64_t, NCCL_NET_MAX_REQUESTS> eager_size_{};
+  // Window-checked eager sends (windows_have_room): their bytes ahead of the clear-to-sends,
+  // and which messages went that way. Asked at most once per message (a "no" costs a few
+  // syscalls and NCCL retries isend in a tight loop; the clear-to-send follows anyway), and
+  // never again once the kernel could not answer.
+  bool windows_have_room(size_t size, uint32_t nparts);
+  bool socket_has_room(int fd, uint64_t need);
+  uint64_t window_outstanding_ = 0;
+  std::array<bool, NCCL_NET_MAX_REQUESTS> on_window_{};
+  bool window_known_ = true;
+  bool window_asked_ = false;
+  uint32_t window_asked_seq_ = 0;
 
   // Receiver: control-stream bytes read ahead of the request that consumes them (read_control).
   std::array<uint8_t, 8192> rx_stage_{};

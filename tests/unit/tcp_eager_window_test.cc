@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+// Window-checked eager sends (NCCL_MESH_TCP_EAGER_WINDOW, design.md "Eager sends"): a message
+// beyond the small eager budget may go before its clear-to-send only when the receiver's kernel
+// has already advertised TCP window room for all of it, so that no byte ever waits in the
+// sender's socket behind a zero window (where TCP_USER_TIMEOUT would kill a healthy connection
+// whose receiver is merely late). Real TCP connections over loopback: the window is the
+// kernel's, as on a cable.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "transport/tcp/peer_window.h"
+#include "transport/tcp/tcp_connection.h"
+
+namespace mesh::tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A connected TCP pair over 127.0.0.1 (blocking setup; the connection makes them non-blocking).
+void tcp_pair(UniqueFd* a, UniqueFd* b) {
+  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener.valid());
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener.get(), 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  a->reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(connect(a->get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  b->reset(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(b->valid());
+}
+
+struct Endpoints {
+  std::unique_ptr<TcpConnection> send;
+  std::unique_ptr<TcpConnection> recv;
+  std::vector<int> send_fds;  // the sender's sockets (owned by the connection), to inspect
+};
+
+Endpoints connect_tcp(const TcpOptions& options, size_t streams = 2) {
+  handshake::ConnectedSockets s, r;
+  Endpoints e;
+  tcp_pair(&s.control, &r.control);
+  e.send_fds.push_back(s.control.get());
+  for (size_t i = 0; i < streams; ++i) {
+    UniqueFd a, b;
+    tcp_pair(&a, &b);
+    e.send_fds.push_back(a.get());
+    s.data.push_back(std::move(a));
+    r.data.push_back(std::move(b));
+  }
+  s.peer = r.local = "receiver";
+  r.peer = s.local = "sender";
+  e.send = std::make_unique<TcpConnection>(true, std::move(s), options);
+  e.recv = std::make_unique<TcpConnection>(false, std::move(r), options);
+  return e;
+}
+
+// A tiny blind budget, so that what goes early goes on window room.
+TcpOptions options(size_t window_bytes) {
+  TcpOptions o;
+  o.user_timeout_ms = 0;
+  o.eager_bytes = 1024;
+  o.eager_window_bytes = window_bytes;
+  o.inline_bytes = 4096;  // larger messages ride the data streams
+  return o;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 12));
+  return v;
+}
+
+void* post_send(TcpConnection& c, std::vector<uint8_t>& data) {
+  void* req = nullptr;
+  EXPECT_EQ(c.isend(data.data(), data.size(), 0, nullptr, &req), ncclSuccess);
+  return req;
+}
+
+void* post_recv(TcpConnection& c, std::vector<uint8_t>& buf) {
+  void* data = buf.data();
+  size_t size = buf.size();
+  int tag = 0;
+  MemoryRegion* mr = nullptr;
+  void* req = nullptr;
+  EXPECT_EQ(c.irecv(1, &data, &size, &tag, &mr, &req), ncclSuccess);
+  EXPECT_NE(req, nullptr);
+  return req;
+}
+
+bool test_once(TcpConnection& c, void* req, int* size = nullptr) {
+  int done = 0;
+  int sz = 0;
+  EXPECT_EQ(c.test(static_cast<RequestHeader*>(req), &done, &sz), ncclSuccess);
+  if (done && size != nullptr) *size = sz;
+  return done != 0;
+}
+
+bool wait_done(TcpConnection& c, void* req, int* size = nullptr) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    if (test_once(c, req, size)) return true;
+    std::this_thread::yield();
+  }
+  ADD_FAILURE() << "request not done after 10 s";
+  return false;
+}
+
+// Bytes a socket holds that it has not sent (waiting for window), from the kernel.
+uint32_t unsent_bytes(int fd) {
+  struct tcp_info info = {};
+  socklen_t len = sizeof(info);
+  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+  return info.tcpi_notsent_bytes;
+}
+
+TEST(PeerWindow, AFreshLoopbackConnectionHasRoomAndASocketPairHasNone) {
+  UniqueFd a, b;
+  ASSERT_NO_FATAL_FAILURE(tcp_pair(&a, &b));
+  uint64_t room = 0;
+  ASSERT_TRUE(peer_window_room(a.get(), &room)) << "this kernel's TCP_INFO has no tcpi_snd_wnd";
+  EXPECT_GE(room, 16u * 1024) << "a new loopback connection advertised under 16 KiB";
+  // A peer that reads nothing: once the window is full and bytes wait in the socket, the
+  // room is zero (not the window's size).
+  set_nonblocking(a.get(), true);
+  std::vector<uint8_t> data(64 * 1024, 1);
+  size_t written = 0;
+  while (send(a.get(), data.data(), data.size(), MSG_NOSIGNAL) > 0) written += data.size();
+  ASSERT_GT(written, 0u);
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  do {  // the last ACK, with the closed window, may take a moment
+    ASSERT_TRUE(peer_window_room(a.get(), &room));
+  } while (room != 0 && Clock::now() < deadline);
+  EXPECT_EQ(room, 0u) << "room left with " << written << " bytes written to a peer that reads none";
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  UniqueFd u0(fds[0]), u1(fds[1]);
+  EXPECT_FALSE(peer_window_room(u0.get(), &room)) << "a UNIX socket answered";
+}
+
+TEST(TcpEagerWindow, ALargerSendGoesBeforeTheClearToSendWhenTheWindowHasRoom) {
+  Endpoints e = connect_tcp(options(1024 * 1024));
+  auto msg = pattern(12 * 1024, 1);  // over the 1 KiB budget, within a new connection's window
+  void* sreq = post_send(*e.send, msg);
+  ASSERT_NE(sreq, nullptr) << "a 12 KiB send with window room waited for the clear-to-send";
+  ASSERT_TRUE(wait_done(*e.send, sreq));
+  std::vector<uint8_t> buf(16 * 1024, 0xee);
+  void* rreq = post_recv(*e.recv, buf);
+  int size = 0;
+  ASSERT_TRUE(wait_done(*e.recv, rreq, &size));
+  EXPECT_EQ(size, static_cast<int>(msg.size()));
+  EXPECT_TRUE(std::equal(msg.begin(), msg.end(), buf.begin()));
+}
+
+TEST(TcpEagerWindow, OffOrWithoutAnAnswerTheSendWaits) {
+  auto msg = pattern(12 * 1024, 2);
+  Endpoints off = connect_tcp(options(0));
+  EXPECT_EQ(post_send(*off.send, msg), nullptr) << "NCCL_MESH_TCP_EAGER_WINDOW=0 sent early";
+  // UNIX socket pairs: the kernel cannot say what the peer takes, so nothing goes on window.
+  handshake::ConnectedSockets s, r;
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  s.control.reset(fds[0]);
+  r.control.reset(fds[1]);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  s.data.emplace_back(fds[0]);
+  r.data.emplace_back(fds[1]);
+  TcpConnection unix_send(true, std::move(s), options(1024 * 1024));
+  TcpConnection unix_recv(false, std::move(r), options(1024 * 1024));
+  EXPECT_EQ(post_send(unix_send, msg), nullptr) << "sent early without a window to check";
+}
+
+TEST(TcpEagerWindow, BytesAheadOfTheClearToSendsAreBounded) {
+  // 8 KiB messages charge 8208 bytes (header included): two fit in 20 KiB, the third waits.
+  Endpoints e = connect_tcp(options(20 * 1024));
+  std::vector<std::vector<uint8_t>> msgs;
+  for (int i = 0; i < 3; ++i) msgs.push_back(pattern(8 * 1024, static_cast<uint8_t>(10 + i)));
+  void* s0 = post_send(*e.send, msgs[0]);
+  void* s1 = post_send(*e.send, msgs[1]);
+  ASSERT_NE(s0, nullptr);
+  ASSERT_NE(s1, nullptr);
+  EXPECT_EQ(post_send(*e.send, msgs[2]), nullptr) << "a third message went past the bound";
+  // The receiver posts: the clear-to-sends free the bound, and everything arrives in order.
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(8 * 1024));
+  std::vector<void*> rreqs;
+  for (auto& b : bufs) rreqs.push_back(post_recv(*e.recv, b));
+  void* s2 = nullptr;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while ((s2 = post_send(*e.send, msgs[2])) == nullptr && Clock::now() < deadline) {
+    test_once(*e.recv, rreqs[0]);
+    std::this_thread::yield();
+  }
+  ASSERT_NE(s2, nullptr);
+  for (void* s : {s0, s1, s2}) ASSERT_TRUE(wait_done(*e.send, s));
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(wait_done(*e.recv, rreqs[i])) << "message " << i;
+    EXPECT_EQ(bufs[i], msgs[i]) << "message " << i;
+  }
+}
+
+TEST(TcpEagerWindow, ALateReceiverNeverLeavesBytesWaitingInTheSendersSockets) {
+  // A receiver that posts nothing (a rank still computing): the sender keeps offering 48 KiB
+  // messages, with no bound but the windows. What goes early must all have left the sender's
+  // sockets (taken by the receiver's kernel); the first message that would not fit waits for
+  // its clear-to-send instead of queueing behind a zero window.
+  Endpoints e = connect_tcp(options(16 * 1024 * 1024));
+  std::vector<std::vector<uint8_t>> msgs;
+  for (int i = 0; i < 32; ++i) msgs.push_back(pattern(48 * 1024, static_cast<uint8_t>(i)));
+  std::vector<void*> sreqs;
+  for (auto& m : msgs) {
+    void* req = post_send(*e.send, m);
+    if (req == nullptr) break;
+    sreqs.push_back(req);
+    ASSERT_TRUE(wait_done(*e.send, req)) << "message " << sreqs.size() - 1;
+  }
+  ASSERT_GE(sreqs.size(), 1u) << "nothing went on window room";
+  for (int fd : e.send_fds) {
+    // Nagle and autocorking may hold a last segment for a moment; a zero window holds it for good.
+    const auto settle = Clock::now() + std::chrono::seconds(1);
+    while (unsent_bytes(fd) != 0 && Clock::now() < settle) std::this_thread::yield();
+    EXPECT_EQ(unsent_bytes(fd), 0u) << "bytes wait in socket " << fd;
+  }
+  ASSERT_LT(sreqs.size(), msgs.size()) << "32 x 48 KiB fit the windows: the test proves nothing";
+  // Once the receiver posts, everything arrives, in order and whole.
+  std::vector<std::vector<uint8_t>> bufs(msgs.size(), std::vector<uint8_t>(48 * 1024));
+  size_t sent = sreqs.size(), sdone = sent, rdone = 0;
+  std::vector<void*> rreqs;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (rdone < msgs.size() && Clock::now() < deadline) {
+    if (rreqs.size() < msgs.size() && rreqs.size() < rdone + 8) {
+      rreqs.push_back(post_recv(*e.recv, bufs[rreqs.size()]));
+    }
+    if (sent < msgs.size() && sent < rdone + 8) {
+      if (void* req = post_send(*e.send, msgs[sent])) {
+        sreqs.push_back(req);
+        ++sent;
+      }
+    }
+    if (sdone < sent && test_once(*e.send, sreqs[sdone])) ++sdone;
+    if (rdone < rreqs.size() && test_once(*e.recv, rreqs[rdone])) {
+      EXPECT_EQ(bufs[rdone], msgs[rdone]) << "message " << rdone;
+      ++rdone;
+    }
+  }
+  EXPECT_EQ(rdone, msgs.size());
+  EXPECT_EQ(sdone, msgs.size());
+}
+
+}  // namespace
+}  // namespace mesh::tcp
