@@ -16,11 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "tcp_test_requests.h"
 #include "transport/tcp/tcp_connection.h"
 
 namespace mesh::tcp {
 namespace {
 
+using namespace mesh::tcp::tcp_test;
 using Clock = std::chrono::steady_clock;
 
 struct Endpoints {
@@ -52,49 +54,6 @@ TcpOptions options(size_t eager_bytes) {
   o.user_timeout_ms = 0;
   o.eager_bytes = eager_bytes;
   return o;
-}
-
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 13 + (i >> 10));
-  return v;
-}
-
-void* post_send(TcpConnection& c, std::vector<uint8_t>& data) {
-  void* req = nullptr;
-  EXPECT_EQ(c.isend(data.data(), data.size(), 0, nullptr, &req), ncclSuccess);
-  return req;
-}
-
-void* post_recv(TcpConnection& c, std::vector<uint8_t>& buf) {
-  void* data = buf.data();
-  size_t size = buf.size();
-  int tag = 0;
-  MemoryRegion* mr = nullptr;
-  void* req = nullptr;
-  EXPECT_EQ(c.irecv(1, &data, &size, &tag, &mr, &req), ncclSuccess);
-  EXPECT_NE(req, nullptr);
-  return req;
-}
-
-// test() until done (or an error, returned), at most 10 s. *size gets the reported size.
-ncclResult_t wait_done(TcpConnection& c, void* req, int* size = nullptr) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    int done = 0;
-    int sz = 0;
-    const ncclResult_t rc = c.test(static_cast<RequestHeader*>(req), &done, &sz);
-    if (rc != ncclSuccess) return rc;
-    if (done) {
-      if (size != nullptr) *size = sz;
-      return ncclSuccess;
-    }
-    if (Clock::now() > deadline) {
-      ADD_FAILURE() << "request not done after 10 s";
-      return ncclInternalError;
-    }
-    std::this_thread::yield();
-  }
 }
 
 TEST(TcpEager, SmallSendCompletesBeforeTheReceiverPosts) {

@@ -17,12 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include "tcp_test_requests.h"
 #include "transport/tcp/peer_window.h"
 #include "transport/tcp/tcp_connection.h"
 
 namespace mesh::tcp {
 namespace {
 
+using namespace mesh::tcp::tcp_test;
 using Clock = std::chrono::steady_clock;
 
 // A connected TCP pair over 127.0.0.1 (blocking setup; the connection makes them non-blocking).
@@ -77,47 +79,6 @@ TcpOptions options(size_t window_bytes) {
   return o;
 }
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 12));
-  return v;
-}
-
-void* post_send(TcpConnection& c, std::vector<uint8_t>& data) {
-  void* req = nullptr;
-  EXPECT_EQ(c.isend(data.data(), data.size(), 0, nullptr, &req), ncclSuccess);
-  return req;
-}
-
-void* post_recv(TcpConnection& c, std::vector<uint8_t>& buf) {
-  void* data = buf.data();
-  size_t size = buf.size();
-  int tag = 0;
-  MemoryRegion* mr = nullptr;
-  void* req = nullptr;
-  EXPECT_EQ(c.irecv(1, &data, &size, &tag, &mr, &req), ncclSuccess);
-  EXPECT_NE(req, nullptr);
-  return req;
-}
-
-bool test_once(TcpConnection& c, void* req, int* size = nullptr) {
-  int done = 0;
-  int sz = 0;
-  EXPECT_EQ(c.test(static_cast<RequestHeader*>(req), &done, &sz), ncclSuccess);
-  if (done && size != nullptr) *size = sz;
-  return done != 0;
-}
-
-bool wait_done(TcpConnection& c, void* req, int* size = nullptr) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (Clock::now() < deadline) {
-    if (test_once(c, req, size)) return true;
-    std::this_thread::yield();
-  }
-  ADD_FAILURE() << "request not done after 10 s";
-  return false;
-}
-
 // Bytes a socket holds that it has not sent (waiting for window), from the kernel.
 uint32_t unsent_bytes(int fd) {
   struct tcp_info info = {};
@@ -155,11 +116,11 @@ TEST(TcpEagerWindow, ALargerSendGoesBeforeTheClearToSendWhenTheWindowHasRoom) {
   auto msg = pattern(12 * 1024, 1);  // over the 1 KiB budget, within a new connection's window
   void* sreq = post_send(*e.send, msg);
   ASSERT_NE(sreq, nullptr) << "a 12 KiB send with window room waited for the clear-to-send";
-  ASSERT_TRUE(wait_done(*e.send, sreq));
+  ASSERT_EQ(ncclSuccess, wait_done(*e.send, sreq));
   std::vector<uint8_t> buf(16 * 1024, 0xee);
   void* rreq = post_recv(*e.recv, buf);
   int size = 0;
-  ASSERT_TRUE(wait_done(*e.recv, rreq, &size));
+  ASSERT_EQ(ncclSuccess, wait_done(*e.recv, rreq, &size));
   EXPECT_EQ(size, static_cast<int>(msg.size()));
   EXPECT_TRUE(std::equal(msg.begin(), msg.end(), buf.begin()));
 }
@@ -203,9 +164,9 @@ TEST(TcpEagerWindow, BytesAheadOfTheClearToSendsAreBounded) {
     std::this_thread::yield();
   }
   ASSERT_NE(s2, nullptr);
-  for (void* s : {s0, s1, s2}) ASSERT_TRUE(wait_done(*e.send, s));
+  for (void* s : {s0, s1, s2}) ASSERT_EQ(ncclSuccess, wait_done(*e.send, s));
   for (size_t i = 0; i < 3; ++i) {
-    ASSERT_TRUE(wait_done(*e.recv, rreqs[i])) << "message " << i;
+    ASSERT_EQ(ncclSuccess, wait_done(*e.recv, rreqs[i])) << "message " << i;
     EXPECT_EQ(bufs[i], msgs[i]) << "message " << i;
   }
 }
@@ -223,7 +184,7 @@ TEST(TcpEagerWindow, ALateReceiverNeverLeavesBytesWaitingInTheSendersSockets) {
     void* req = post_send(*e.send, m);
     if (req == nullptr) break;
     sreqs.push_back(req);
-    ASSERT_TRUE(wait_done(*e.send, req)) << "message " << sreqs.size() - 1;
+    ASSERT_EQ(ncclSuccess, wait_done(*e.send, req)) << "message " << sreqs.size() - 1;
   }
   ASSERT_GE(sreqs.size(), 1u) << "nothing went on window room";
   for (int fd : e.send_fds) {
