@@ -9,9 +9,11 @@
 // receiver post its receives: the relay host must deliver after the connector's close
 // (docs/relay.md, "RDMA relay": delivery after close).
 // Direct connections and the TCP relay answer isend "retry" until the receiver has posted the
-// matching receive (the clear-to-send), so a send cannot complete before its receive there: the
-// receiver posts first, and the sender closes the moment its sends completed (their bytes may
-// still be in socket buffers, the relay's splice, or on the wire).
+// matching receive (the clear-to-send), except for what the eager rules let go early (small
+// messages, and on direct connections what the receiver's TCP windows already take: design.md),
+// so in general a send cannot complete before its receive there: the receiver posts first, and
+// the sender closes the moment its sends completed (their bytes may still be in socket buffers,
+// the relay's splice, or on the wire).
 // The messages (1.1 MiB in 6 chunks) fit the RDMA relay's default staging (8 slots of 512 KiB),
 // which is what lets a relayed send complete before its receive.
 #include <gtest/gtest.h>
