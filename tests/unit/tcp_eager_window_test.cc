@@ -5,7 +5,6 @@
 // sender's socket behind a zero window (where TCP_USER_TIMEOUT would kill a healthy connection
 // whose receiver is merely late). Real TCP connections over loopback: the window is the
 // kernel's, as on a cable.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
@@ -25,6 +24,7 @@
 #include "tcp_test_requests.h"
 #include "transport/tcp/peer_window.h"
 #include "transport/tcp/tcp_connection.h"
+#include "util/socket_util.h"
 
 namespace mesh::tcp {
 namespace {
@@ -36,9 +36,7 @@ using Clock = std::chrono::steady_clock;
 void tcp_pair(UniqueFd* a, UniqueFd* b) {
   UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(listener.valid());
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in addr = make_sockaddr(0x7f000001, 0);  // 127.0.0.1, any free port
   ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ASSERT_EQ(listen(listener.get(), 1), 0);
   socklen_t len = sizeof(addr);

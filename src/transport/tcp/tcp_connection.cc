@@ -226,8 +226,8 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
   }
   if (!socket_has_room(control_.get(), control)) return false;
   for (uint32_t i = 0; i < nparts; ++i) {
-    // Parts of one message go to distinct streams (nparts <= streams), as start_parts() does.
-    const DataStream& s = *streams_[(next_stream_ + i) % streams_.size()];
+    // Parts of one message go to distinct streams (nparts <= streams).
+    const DataStream& s = *streams_[stream_of_part(i)];
     const uint64_t need = part_range(size, nparts, i).length + s.unmoved_bytes();
     if (!socket_has_room(s.fd(), need)) return false;
   }
@@ -251,7 +251,7 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
   // call this in sequence order with the same part counts, so each stream's byte order agrees.
   for (uint16_t i = 0; i < nparts; ++i) {
     const PartRange range = part_range(r->size, nparts, i);
-    const size_t s = (next_stream_ + i) % streams_.size();
+    const size_t s = stream_of_part(i);
     if (!streams_[s]->push({r->data + range.offset, range.length, &r->parts_pending})) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;

@@ -110,6 +110,9 @@ class TcpConnection final : public Connection {
   size_t order_count_ = 0;
   uint32_t next_seq_ = 0;
   size_t next_stream_ = 0;  // data stream that carries the next message's first part
+  // The data stream that carries part `i` of the next message (start_parts places them; the
+  // eager window check must look at the same sockets).
+  size_t stream_of_part(uint32_t i) const { return (next_stream_ + i) % streams_.size(); }
 
   // Clear-to-send (wire.h). Receiver: records not yet written. Sender: bytes of a partly read
   // record, and the capacity announced for each sequence number still to be sent.
