@@ -9,9 +9,26 @@
 namespace conformance {
 namespace {
 
+// This thread's /proc/thread-self/schedstat, open for the thread's life and closed when it ends
+// (a descriptor per exited thread would show up in the suite's own descriptor-leak checks).
+class ThreadSchedstat {
+ public:
+  ThreadSchedstat() : fd_(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
+  ~ThreadSchedstat() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ThreadSchedstat(const ThreadSchedstat&) = delete;
+  ThreadSchedstat& operator=(const ThreadSchedstat&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 // /proc/thread-self/schedstat: "<ns on cpu> <ns runnable in the run queue> <timeslices>".
 bool read_run_queue_wait(uint64_t* queued_ns) {
-  thread_local const int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  thread_local const ThreadSchedstat schedstat;
+  const int fd = schedstat.fd();
   if (fd < 0) return false;
   char buf[128];
   const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);

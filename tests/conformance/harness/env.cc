@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "harness/env.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -91,11 +96,51 @@ int connect_timeout_ms() {
   return ms;
 }
 
+namespace {
+bool caller_set_relay_port = true;
+
+// A port no other process holds now: the kernel's pick for a TCP socket bound to port 0 on
+// loopback, checked free for UDP too (the relay agent binds both). 0 if none could be had.
+uint16_t free_loopback_port() {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    uint16_t port = 0;
+    if (tcp >= 0 && udp >= 0 && bind(tcp, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
+        getsockname(tcp, reinterpret_cast<sockaddr*>(&sa), &len) == 0 &&
+        bind(udp, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+      port = ntohs(sa.sin_port);
+    }
+    if (tcp >= 0) close(tcp);
+    if (udp >= 0) close(udp);
+    if (port != 0) return port;
+  }
+  return 0;
+}
+}  // namespace
+
+bool relay_port_from_caller() {
+  return caller_set_relay_port;
+}
+
 void set_plugin_environment(Rank rank) {
   // Overwrite unconditionally: the caller's environment (and, for a peer, the test process's
   // NCCL_MESH_IFNAME it inherited) never decides where traffic goes.
   setenv("NCCL_MESH_IFNAME", rank_ifname(rank).c_str(), 1);
   setenv("NCCL_MESH_CONNECT_TIMEOUT_MS", std::to_string(connect_timeout_ms()).c_str(), 1);
+  // On loopback every test process (and the peers it spawns, which inherit the variable) is a
+  // host of its own: with the default relay port, test processes that ctest runs side by side
+  // (-j) share one host's relay agent, and a standby's retried binds and take-overs open and
+  // close sockets in the middle of another process's test (descriptor counts, logs).
+  if (rank == Rank::kTest && on_loopback(rank) && std::getenv("NCCL_MESH_RELAY_PORT") == nullptr) {
+    caller_set_relay_port = false;
+    if (const uint16_t port = free_loopback_port(); port != 0)
+      setenv("NCCL_MESH_RELAY_PORT", std::to_string(port).c_str(), 1);
+  }
 }
 
 }  // namespace conformance

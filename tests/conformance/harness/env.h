@@ -31,8 +31,12 @@ double time_scale();
 int connect_timeout_ms();
 
 // Sets NCCL_MESH_IFNAME (rank_ifname) and the connect timeout (connect_timeout_ms) the failure
-// tests rely on,
-// overwriting whatever the caller's environment had.
+// tests rely on, overwriting whatever the caller's environment had. On loopback the test process
+// also gets a free NCCL_MESH_RELAY_PORT of its own (inherited by its peers) unless the caller's
+// environment names one: processes that ctest runs side by side are then separate hosts.
 void set_plugin_environment(Rank rank = Rank::kTest);
+
+// True unless set_plugin_environment chose this process's NCCL_MESH_RELAY_PORT.
+bool relay_port_from_caller();
 
 }  // namespace conformance

@@ -4,8 +4,12 @@
 // accept, and close* on idle comms.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <random>
+#include <set>
+#include <string>
 
 #include "handshake/handle.h"
 #include "harness/call_timer.h"
@@ -124,13 +128,28 @@ TEST_P(ConnectionTest, ClosingIdleConnectionsLeavesOthersWorking) {
       << "WARN during a clean run:" << join_lines(local_warnings());
 }
 
-size_t open_fd_count() {
-  size_t n = 0;
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    while (readdir(dir) != nullptr) ++n;
-    closedir(dir);
+// The process's open descriptors, each as "fd -> what it is" (socket:[inode], a path, ...).
+std::set<std::string> open_fds() {
+  std::set<std::string> fds;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;
+  const int own = dirfd(dir);
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.' || std::atoi(e->d_name) == own) continue;
+    char target[256] = {};
+    const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+    fds.insert(std::string(e->d_name) + " -> " + (n > 0 ? std::string(target, n) : "?"));
   }
-  return n;
+  closedir(dir);
+  return fds;
+}
+
+std::string new_fds(const std::set<std::string>& before, const std::set<std::string>& after) {
+  std::string out;
+  for (const std::string& fd : after)
+    if (before.count(fd) == 0) out += "\n  " + fd;
+  return out;
 }
 
 TEST_P(ConnectionTest, ClosedConnectionsReleaseTheirSockets) {
@@ -149,9 +168,11 @@ TEST_P(ConnectionTest, ClosedConnectionsReleaseTheirSockets) {
     }
   };
   ASSERT_NO_FATAL_FAILURE(cycle());
-  const size_t baseline = open_fd_count();
+  const std::set<std::string> baseline = open_fds();
   for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(cycle());
-  EXPECT_EQ(open_fd_count(), baseline) << "file descriptors leaked by connect/close cycles";
+  const std::set<std::string> after = open_fds();
+  EXPECT_EQ(after.size(), baseline.size())
+      << "file descriptors leaked by connect/close cycles; new ones:" << new_fds(baseline, after);
 }
 
 MESH_INSTANTIATE_ALL_VERSIONS(ConnectionTest);
