@@ -145,6 +145,7 @@ std::set<std::string> open_fds() {
   return fds;
 }
 
+// The entries of `after` that `before` lacks.
 std::string new_fds(const std::set<std::string>& before, const std::set<std::string>& after) {
   std::string out;
   for (const std::string& fd : after)
@@ -172,7 +173,8 @@ TEST_P(ConnectionTest, ClosedConnectionsReleaseTheirSockets) {
   for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(cycle());
   const std::set<std::string> after = open_fds();
   EXPECT_EQ(after.size(), baseline.size())
-      << "file descriptors leaked by connect/close cycles; new ones:" << new_fds(baseline, after);
+      << "file descriptors leaked by connect/close cycles; new:" << new_fds(baseline, after)
+      << "\ngone:" << new_fds(after, baseline);
 }
 
 MESH_INSTANTIATE_ALL_VERSIONS(ConnectionTest);
