@@ -58,6 +58,12 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
     }
   }
   for (Request& r : pool_) r.hdr.owner = this;
+  // Clear-to-sends on request only where messages can go on window room: elsewhere (a relayed
+  // connection, a kernel that cannot tell the window, eager sends off) most messages wait for
+  // theirs, and a clear-to-send already sent for a receive posted ahead saves the ask's trip.
+  uint64_t room = 0;
+  cts_on_request_ = sender_ && options_.eager_bytes > 0 && options_.eager_window_bytes > 0 &&
+                    peer_window_room(control_.get(), &room);
 }
 
 TcpConnection::~TcpConnection() {
@@ -97,6 +103,10 @@ TcpConnection::Request* TcpConnection::allocate() {
       r.inline_payload = false;
       r.payload_done = 0;
       r.control_done = false;
+      r.oversize = false;
+      r.nparts = 0;
+      r.awaiting_cts = false;
+      r.cts_sent = false;
       r.parts_pending.store(0, std::memory_order_relaxed);
       return &r;
     }
@@ -112,29 +122,55 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   std::lock_guard<std::mutex> lock(mu_);
   progress();
   if (failure_.failed()) return report_failure();
-  // Like NCCL's IB transport: until the receiver has posted the matching receive, answer
-  // "retry later" (NULL request) instead of parking the bytes in the socket; except for a few
-  // small messages (eager, below), which the receiver's socket buffer holds whenever it posts.
+  // Like NCCL's IB transport: until the receiver has posted the matching receive, no payload
+  // byte is parked in the socket; except for messages the receiver's socket buffers hold
+  // whenever it posts (eager, below). Without its clear-to-send a message either waits ("retry
+  // later": NULL request) or, with clear-to-sends on request, asks for it and waits in flight.
   const bool cleared = static_cast<int32_t>(cts_received_ - next_seq_) > 0;
   uint32_t nparts = choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes);
-  const bool budgeted = !cleared && may_send_eagerly(size);
-  const bool on_window = !cleared && !budgeted && windows_have_room(size, nparts);
-  if (!cleared && !budgeted && !on_window) return ncclSuccess;
+  // Behind a message that waits for its clear-to-send nothing goes early: headers and parts
+  // leave in sequence order.
+  const bool behind = asks_waiting_ > 0;
+  const bool budgeted = !cleared && !behind && may_send_eagerly(size);
+  const bool on_window = !cleared && !behind && !budgeted && windows_have_room(size, nparts);
+  const bool ask = !cleared && !budgeted && !on_window && cts_on_request_ &&
+                   next_seq_ - cts_received_ < static_cast<uint32_t>(early_.size());
+  if (!cleared && !budgeted && !on_window && !ask) return ncclSuccess;
   const uint64_t capacity = cleared ? cts_capacity_[next_seq_ % cts_capacity_.size()] : size;
   Request* r = allocate();
   if (r == nullptr) return warn_pool_exhausted(describe(), true);
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
-  if (!cleared) {
-    eager_size_[r->seq % eager_size_.size()] = size;
-    on_window_[r->seq % on_window_.size()] = on_window;
+  const bool early = budgeted || on_window;
+  if (early) {
+    const size_t i = r->seq % early_.size();
+    eager_size_[i] = size;
+    on_window_[i] = on_window;
+    early_[i] = true;
     (on_window ? window_outstanding_ : eager_outstanding_) += size + kHeaderSize;
   }
-  MessageHeader h{r->seq, static_cast<uint16_t>(nparts == 0 ? kFlagInline : 0),
-                  static_cast<uint16_t>(nparts), size};
+  uint16_t flags = nparts == 0 ? kFlagInline : 0;
+  if (cts_on_request_) flags |= kFlagOnRequest;
+  if (early && cts_on_request_ && wants_credit(size)) flags |= kFlagCredit;
+  MessageHeader h{r->seq, flags, static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
   r->inline_payload = nparts == 0;
+  r->nparts = static_cast<uint16_t>(nparts);
+  if (ask) {
+    // The ask goes out at the next record boundary (flush_asks); the header, the payload and
+    // the parts once the clear-to-send brings the buffer's capacity (clear_asked).
+    encode_header({r->seq, static_cast<uint16_t>(kFlagAsk | kFlagOnRequest), 0, size},
+                  ask_out_.data() + ask_out_len_);
+    ask_out_len_ += kHeaderSize;  // at most one per request in flight: always fits
+    r->awaiting_cts = true;
+    ++asks_waiting_;
+    order_[(order_head_ + order_count_) % order_.size()] = r;
+    ++order_count_;
+    progress_control(/*read_clear_to_sends=*/false);
+    *request = r;
+    return ncclSuccess;
+  }
   // Too big for the receiver's buffer: only the header goes out, so the receiver fails with its
   // own clear message; no payload byte is sent and this side fails once the header is out.
   r->oversize = size > capacity;
@@ -168,10 +204,19 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   r->capacity = sizes[0];
   r->size = 0;
   r->seq = next_seq_++;
-  encode_cts({r->seq, 0, r->capacity}, cts_out_.data() + cts_out_len_);
-  cts_out_len_ += kCtsSize;  // at most one record per request in flight: always fits
   order_[(order_head_ + order_count_) % order_.size()] = r;
   ++order_count_;
+  // One clear-to-send per posted receive, until the sender says it asks for the ones it needs
+  // (wire.h): then only for a message that already asked, and for a buffer larger than a
+  // quarter of NCCL_MESH_TCP_EAGER_WINDOW. Fewer than four such messages fit in the sender's
+  // bound, so each one's charge should come back as soon as its receive is posted (as before),
+  // not when the receiver reaches its header; and one record per message that large costs
+  // little (3 ranks, 1 MiB all-reduce: the 341 KiB steps took 5% longer without it).
+  const size_t i = r->seq % asked_.size();
+  if (asked_[i] || !on_request_ || r->capacity * 4 > options_.eager_window_bytes) {
+    asked_[i] = false;
+    if (!queue_cts(r)) return report_failure();
+  }
   progress();
   *request = r;
   return ncclSuccess;
@@ -188,6 +233,23 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
 // posted receive and checks the size against that buffer before touching it; the sender checks
 // the capacity when the clear-to-send arrives (read_cts) and fails the connection if the message
 // did not fit, as the receiver does.
+// With clear-to-sends on request nothing returns what an early message charged unless the
+// receiver sends a clear-to-send at or past it. A message after which another of its size would
+// take the sender past half of eager_window_bytes, or that is half a request window ahead, asks
+// for one in its header (kFlagCredit), which the receiver sends once it has posted that receive
+// and read the header: the charge comes back before the bound stops the sender. Small messages
+// then cost one record per several (every 5th at 87 KiB, every 16th at 32 KiB and below), large
+// ones one each, as before (a 341 KiB ring step must not wait for the credit of the step before
+// last: 3 of them exceed 1 MiB). The small eager_bytes budget is left out: on-request
+// connections also go on window room, so a full budget stops nothing, and the next
+// clear-to-send (credit, ask) returns it with the rest.
+bool TcpConnection::wants_credit(size_t size) const {
+  const uint64_t ahead = next_seq_ - cts_received_;
+  const uint64_t another = static_cast<uint64_t>(size) + kHeaderSize;
+  return ahead * 2 >= early_.size() ||
+         (window_outstanding_ + another) * 2 > options_.eager_window_bytes;
+}
+
 bool TcpConnection::may_send_eagerly(size_t size) const {
   const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
   return options_.eager_bytes > 0 && charge <= options_.eager_bytes &&
@@ -218,7 +280,7 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
   if (window_asked_ && window_asked_seq_ == next_seq_) return false;
   window_asked_ = true;
   window_asked_seq_ = next_seq_;
-  uint64_t control = kHeaderSize + (nparts == 0 ? size : 0);
+  uint64_t control = ask_out_len_ + kHeaderSize + (nparts == 0 ? size : 0);
   for (size_t i = 0; i < order_count_; ++i) {
     const Request* q = order_[(order_head_ + i) % order_.size()];
     const size_t payload = q->inline_payload && !q->oversize ? q->size : 0;
@@ -329,21 +391,57 @@ void TcpConnection::pump_data() {
 
 void TcpConnection::progress_control(bool read_clear_to_sends) {
   if (sender_ ? read_clear_to_sends && !read_cts() : !flush_cts()) return;
-  while (order_count_ > 0 && !failure_.failed()) {
+  while (!failure_.failed()) {
+    // Sender: asks go out between records, never inside one (a header or inline payload
+    // partly written stays the next bytes on the socket).
+    const bool mid_record = order_count_ > 0 && order_[order_head_]->header_done > 0;
+    if (sender_ && !mid_record && !flush_asks()) return;
+    if (order_count_ == 0) break;
     Request* r = order_[order_head_];
     const bool complete = sender_ ? progress_send(r) : progress_recv(r);
-    if (!complete) return;
+    if (!complete) break;
     r->control_done = true;
     order_head_ = (order_head_ + 1) % order_.size();
     --order_count_;
   }
+  // Receiver: the clear-to-sends the records just read asked for.
+  if (!sender_ && !failure_.failed()) flush_cts();
+}
+
+bool TcpConnection::flush_asks() {
+  return write_queued(ask_out_.data(), &ask_out_len_) && ask_out_len_ == 0;
+}
+
+// Queues r's clear-to-send, after those of the posted receives before it that have none yet:
+// clear-to-sends must leave in increasing sequence order (the sender reads a skipped number as
+// "sent before its clear-to-send"), and one for an earlier receive is never wrong (it clears an
+// ask, or returns an early message's charge).
+bool TcpConnection::queue_cts(Request* r) {
+  for (size_t k = 0; k < order_count_; ++k) {
+    Request* q = order_[(order_head_ + k) % order_.size()];
+    if (static_cast<int32_t>(q->seq - r->seq) > 0) break;
+    if (q->cts_sent) continue;
+    if (cts_out_len_ + kCtsSize > cts_out_.size()) {
+      fail(ncclInternalError, "clear-to-send queue overflow (the sender reads none)");
+      return false;
+    }
+    encode_cts({q->seq, 0, q->capacity}, cts_out_.data() + cts_out_len_);
+    cts_out_len_ += kCtsSize;
+    q->cts_sent = true;
+  }
+  return true;
 }
 
 bool TcpConnection::flush_cts() {
+  return write_queued(cts_out_.data(), &cts_out_len_);
+}
+
+// Writes what the control socket takes of a queue of records (clear-to-sends, asks) without
+// blocking, and keeps the rest at its front. False only when the socket failed.
+bool TcpConnection::write_queued(uint8_t* queue, size_t* len) {
   size_t done = 0;
-  while (done < cts_out_len_) {
-    const ssize_t n = send(control_.get(), cts_out_.data() + done, cts_out_len_ - done,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (done < *len) {
+    const ssize_t n = send(control_.get(), queue + done, *len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
       const bool remote = errno == ECONNRESET || errno == EPIPE;
@@ -355,8 +453,8 @@ bool TcpConnection::flush_cts() {
     done += static_cast<size_t>(n);
   }
   if (done > 0) {
-    std::memmove(cts_out_.data(), cts_out_.data() + done, cts_out_len_ - done);
-    cts_out_len_ -= done;
+    std::memmove(queue, queue + done, *len - done);
+    *len -= done;
   }
   return true;
 }
@@ -384,36 +482,80 @@ bool TcpConnection::read_cts() {
   }
 }
 
-// One clear-to-send record, in sequence order.
+// One clear-to-send record. They come in increasing sequence order; one that skips sequence
+// numbers returns what the skipped messages charged: each must be a message this side sent
+// before its clear-to-send (the receiver skips no other, wire.h).
 bool TcpConnection::apply_cts(const ClearToSend& c) {
-  // The receiver can have at most NCCL_NET_MAX_REQUESTS receives posted ahead of our sends
-  // (behind them: the messages we sent eagerly).
-  if (c.seq != cts_received_ || c.reserved != 0 ||
-      static_cast<int32_t>(cts_received_ - next_seq_) >=
-          static_cast<int32_t>(cts_capacity_.size())) {
+  const int32_t past_received = static_cast<int32_t>(c.seq - cts_received_);
+  // The receiver can have at most NCCL_NET_MAX_REQUESTS receives posted ahead of our sends.
+  const int32_t ahead = static_cast<int32_t>(c.seq - next_seq_);
+  if (c.reserved != 0 || past_received < 0 || ahead >= static_cast<int32_t>(cts_capacity_.size())) {
     fail(ncclRemoteError, "malformed clear-to-send (sequence " + std::to_string(c.seq) +
                               ", expected " + std::to_string(cts_received_) +
-                              "): stream corrupted");
+                              " or later): stream corrupted");
     return false;
   }
-  if (static_cast<int32_t>(c.seq - next_seq_) < 0) {
-    // A message already sent eagerly: its bytes now have a posted buffer.
-    const uint64_t size = eager_size_[c.seq % eager_size_.size()];
-    (on_window_[c.seq % on_window_.size()] ? window_outstanding_ : eager_outstanding_) -=
-        size + kHeaderSize;
-    if (size > c.capacity) {
-      fail(ncclInvalidUsage, oversize_at_sender(size, c.capacity));
+  for (uint32_t j = cts_received_; j != c.seq; ++j) {
+    if (static_cast<int32_t>(j - next_seq_) >= 0 || !early_[j % early_.size()]) {
+      fail(ncclRemoteError, "clear-to-send " + std::to_string(c.seq) + " skips message " +
+                                std::to_string(j) + ", which needs its own: stream corrupted");
+      return false;
+    }
+    release_early(j);
+  }
+  if (ahead < 0) {
+    const size_t i = c.seq % early_.size();
+    if (early_[i]) {
+      // A message already sent eagerly: its bytes now have a posted buffer.
+      const uint64_t size = eager_size_[i];
+      release_early(c.seq);
+      if (size > c.capacity) {
+        fail(ncclInvalidUsage, oversize_at_sender(size, c.capacity));
+        return false;
+      }
+    } else if (!clear_asked(c.seq, c.capacity)) {
       return false;
     }
   } else {
     cts_capacity_[c.seq % cts_capacity_.size()] = c.capacity;
   }
-  ++cts_received_;
+  cts_received_ = c.seq + 1;
   return true;
+}
+
+void TcpConnection::release_early(uint32_t seq) {
+  const size_t i = seq % early_.size();
+  (on_window_[i] ? window_outstanding_ : eager_outstanding_) -= eager_size_[i] + kHeaderSize;
+  early_[i] = false;
+}
+
+// The clear-to-send of a message that asked for it: its header, payload and parts may go now,
+// in sequence order (progress_send stops at the first message still waiting).
+bool TcpConnection::clear_asked(uint32_t seq, uint64_t capacity) {
+  Request* r = nullptr;
+  for (size_t k = 0; k < order_count_ && r == nullptr; ++k) {
+    Request* q = order_[(order_head_ + k) % order_.size()];
+    if (q->seq == seq && q->awaiting_cts) r = q;
+  }
+  if (r == nullptr) {
+    fail(ncclRemoteError, "clear-to-send " + std::to_string(seq) +
+                              " for a message that did not ask for one: stream corrupted");
+    return false;
+  }
+  r->awaiting_cts = false;
+  --asks_waiting_;
+  // Too big for the receiver's buffer: only the header goes out, then this side fails.
+  r->oversize = r->size > capacity;
+  if (r->oversize) {
+    r->oversize_capacity = capacity;
+    return true;
+  }
+  return r->nparts == 0 || start_parts(r, r->nparts);
 }
 
 // Writes the header (and an inline payload) without blocking; true once all of it is out.
 bool TcpConnection::progress_send(Request* r) {
+  if (r->awaiting_cts) return false;
   const size_t payload = r->inline_payload && !r->oversize ? r->size : 0;
   while (r->header_done < kHeaderSize || r->payload_done < payload) {
     iovec iov[2];
@@ -448,37 +590,49 @@ bool TcpConnection::progress_send(Request* r) {
   return true;
 }
 
-// Reads and validates the header, then the inline payload or hands parts to the workers.
+// Reads and validates the header (answering the asks read on the way), then the inline payload
+// or hands parts to the workers.
 bool TcpConnection::progress_recv(Request* r) {
-  while (r->header_done < kHeaderSize) {
-    const ssize_t n = read_control(r->header + r->header_done, kHeaderSize - r->header_done,
-                                   "the peer closed the connection (process exited or closed "
-                                   "its send comm)");
-    if (n <= 0) return false;
-    r->header_done += static_cast<size_t>(n);
-  }
-  if (!r->header_parsed) {
+  while (!r->header_parsed) {
+    while (r->header_done < kHeaderSize) {
+      const ssize_t n = read_control(r->header + r->header_done, kHeaderSize - r->header_done,
+                                     "the peer closed the connection (process exited or closed "
+                                     "its send comm)");
+      if (n <= 0) return false;
+      r->header_done += static_cast<size_t>(n);
+    }
     const MessageHeader h = decode_header(r->header);
+    if ((h.flags & kFlagAsk) != 0) {
+      if (!accept_ask(h)) return false;
+      r->header_done = 0;  // the header proper, or another ask, follows
+      continue;
+    }
     if (h.seq != r->seq) {
       fail(ncclRemoteError, "message header out of sequence (expected " + std::to_string(r->seq) +
                                 ", got " + std::to_string(h.seq) + "): stream corrupted");
       return false;
     }
     const bool is_inline = (h.flags & kFlagInline) != 0;
-    if ((h.flags & ~kFlagInline) != 0 || (is_inline && h.nparts != 0) ||
+    if ((h.flags & ~(kFlagInline | kFlagOnRequest | kFlagCredit)) != 0 ||
+        (is_inline && h.nparts != 0) ||
         (!is_inline && (h.nparts == 0 || h.nparts > streams_.size()))) {
       fail(ncclRemoteError, "malformed message header (flags " + std::to_string(h.flags) + ", " +
                                 std::to_string(h.nparts) + " parts for " +
                                 std::to_string(streams_.size()) + " data streams)");
       return false;
     }
+    on_request_ = on_request_ || (h.flags & kFlagOnRequest) != 0;
     if (h.size > r->capacity) {
+      // The sender fails with the capacity too, as when it had a clear-to-send before sending.
+      if (!r->cts_sent && queue_cts(r)) flush_cts();
       fail(ncclInvalidUsage, oversize_at_receiver(h.size, r->capacity));
       return false;
     }
     r->size = h.size;
     r->inline_payload = is_inline;
     r->header_parsed = true;
+    ++rx_next_header_;
+    if ((h.flags & kFlagCredit) != 0 && !r->cts_sent && !queue_cts(r)) return false;
     if (!is_inline && !start_parts(r, h.nparts)) return false;
   }
   if (!r->inline_payload) return true;
@@ -488,6 +642,28 @@ bool TcpConnection::progress_recv(Request* r) {
     if (n <= 0) return false;
     r->payload_done += static_cast<size_t>(n);
   }
+  return true;
+}
+
+// An ask (wire.h): the message with that sequence number waits for its clear-to-send. Answered
+// at once if its receive is posted (and was not answered already, before the sender's first
+// on-request record), else when it is (irecv). Asks come in order, within one request window
+// of the next header proper, and once each.
+bool TcpConnection::accept_ask(const MessageHeader& h) {
+  const int32_t ahead = static_cast<int32_t>(h.seq - rx_next_header_);
+  if ((h.flags & ~(kFlagAsk | kFlagOnRequest)) != 0 || h.nparts != 0 || ahead < 0 ||
+      ahead >= static_cast<int32_t>(asked_.size()) || asked_[h.seq % asked_.size()]) {
+    fail(ncclRemoteError, "malformed ask for a clear-to-send (sequence " + std::to_string(h.seq) +
+                              ", flags " + std::to_string(h.flags) + ", next header " +
+                              std::to_string(rx_next_header_) + "): stream corrupted");
+    return false;
+  }
+  on_request_ = on_request_ || (h.flags & kFlagOnRequest) != 0;
+  for (size_t k = 0; k < order_count_; ++k) {
+    Request* q = order_[(order_head_ + k) % order_.size()];
+    if (q->seq == h.seq) return q->cts_sent || queue_cts(q);
+  }
+  asked_[h.seq % asked_.size()] = true;
   return true;
 }
 

@@ -72,6 +72,9 @@ class TcpConnection final : public Connection {
     bool control_done = false;
     bool oversize = false;  // send larger than the receiver's buffer: header only, then fail
     uint64_t oversize_capacity = 0;
+    uint16_t nparts = 0;        // send: the parts its header announces
+    bool awaiting_cts = false;  // send: asked for its clear-to-send, nothing of it sent yet
+    bool cts_sent = false;      // receive: its clear-to-send is queued or written
     std::atomic<int> parts_pending{0};
   };
 
@@ -82,6 +85,12 @@ class TcpConnection final : public Connection {
   bool flush_cts();  // receiver: writes queued clear-to-sends
   bool read_cts();   // sender: reads clear-to-sends
   bool apply_cts(const ClearToSend& c);
+  void release_early(uint32_t seq);
+  bool clear_asked(uint32_t seq, uint64_t capacity);
+  bool flush_asks();  // sender: writes queued asks (false: some still queued)
+  bool write_queued(uint8_t* queue, size_t* len);  // control socket: a queue of records
+  bool queue_cts(Request* r);                      // receiver
+  bool accept_ask(const MessageHeader& h);         // receiver
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
   ssize_t read_control(uint8_t* dst, size_t want, const char* eof_what);
@@ -121,8 +130,29 @@ class TcpConnection final : public Connection {
   // Clear-to-sends are read in batches (one recv() for every record that has arrived).
   uint8_t cts_in_[NCCL_NET_MAX_REQUESTS * kCtsSize] = {};
   size_t cts_in_len_ = 0;
-  uint32_t cts_received_ = 0;  // sender: messages the receiver has cleared
+  // Sender: one past the last clear-to-send's sequence number (the receiver may skip the messages
+  // sent before theirs, clear-to-sends on request: wire.h).
+  uint32_t cts_received_ = 0;
   std::array<uint64_t, NCCL_NET_MAX_REQUESTS> cts_capacity_{};
+  // Clear-to-sends on request (wire.h kFlagOnRequest; design.md): the sender asks for the ones
+  // it needs instead of the receiver sending one per posted receive. On when messages can go on
+  // window room (a direct TCP connection whose kernel reports windows, NCCL_MESH_TCP_EAGER_WINDOW
+  // and NCCL_MESH_TCP_EAGER_BYTES above 0); off, the receiver sends them all as before.
+  bool cts_on_request_ = false;
+  // Sender: asks not yet written (at record boundaries only), and the messages that wait for
+  // their clear-to-send after asking (everything behind them waits too: sequence order).
+  std::array<uint8_t, NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_out_{};
+  size_t ask_out_len_ = 0;
+  size_t asks_waiting_ = 0;
+  // Sender: which messages went before their clear-to-send and still charge eager_bytes or
+  // eager_window_bytes (released by their clear-to-send, or by a later one that skips them).
+  std::array<bool, NCCL_NET_MAX_REQUESTS> early_{};
+  bool wants_credit(size_t size) const;
+  // Receiver: whether the sender asks for its clear-to-sends (sticky), the sequence number of
+  // the next header proper, and asks read before their receive was posted.
+  bool on_request_ = false;
+  uint32_t rx_next_header_ = 0;
+  std::array<bool, NCCL_NET_MAX_REQUESTS> asked_{};
   // Sender, eager messages (sent before their clear-to-send): the bytes they charge against
   // eager_bytes until it arrives, and each one's size, to check against the capacity it brings.
   bool may_send_eagerly(size_t size) const;

@@ -1,19 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 // The per-message header on a TCP connection's control socket (16 bytes, big-endian):
 //   [0] u32 sequence number (0, 1, 2, ... per connection: detects a desynchronised stream)
-//   [4] u16 flags (kInline: the payload follows the header on the control socket)
+//   [4] u16 flags (below)
 //   [6] u16 number of parts on the data sockets (0 when inline)
 //   [8] u64 message size in bytes
+// Flags: kInline: the payload follows the header on the control socket. kOnRequest: the sender
+// asks for the clear-to-sends it needs (kAsk), so the receiver stops sending one per posted
+// receive from this record on (it never starts again). kCredit: a message sent before its
+// clear-to-send whose sender wants one back anyway, to free what it charged (tcp_connection.cc).
+// An ask record (kAsk, with kOnRequest) is a header without payload: "message `seq` waits for
+// its clear-to-send"; its header proper (without kAsk) follows once the clear-to-send arrived.
+// Asks come in sequence order and may precede the headers of earlier messages.
 // It is peer-supplied: the receiver checks the sequence, the flags, the part count against its
 // data sockets and the size against the posted buffer before touching memory.
 //
-// Clear-to-send, receiver -> sender on the same control socket (16 bytes, big-endian), one per
-// posted receive, in order:
+// Clear-to-send, receiver -> sender on the same control socket (16 bytes, big-endian), in
+// strictly increasing sequence order:
 //   [0] u32 sequence number of the receive   [4] u32 reserved (0)   [8] u64 buffer capacity
+// Until the sender's first kOnRequest record the receiver sends one per posted receive. After
+// it, only for an ask, a kCredit header, or a header too large for its buffer (so that the
+// sender fails with the capacity too); a sequence number it skips is a message the sender sent
+// before its clear-to-send (a skip over any other is a protocol violation).
 // The sender moves a message's bytes only after its clear-to-send arrived, except eager messages
-// (tcp_connection.cc: at most NCCL_MESH_TCP_EAGER_BYTES and one request window ahead, which the
-// receiver's socket buffer holds). Without it a late receiver (a rank busy computing) leaves the
-// sender's data parked in a zero TCP window, and Linux aborts such a connection after
+// (tcp_connection.cc: a small budget, or TCP window room the receiver's kernel has advertised,
+// which its socket buffers then hold). Without it a late receiver (a rank busy computing) leaves
+// the sender's data parked in a zero TCP window, and Linux aborts such a connection after
 // TCP_USER_TIMEOUT even though the peer is alive.
 #pragma once
 
@@ -24,6 +35,9 @@ namespace mesh::tcp {
 
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr uint16_t kFlagInline = 0x1;
+inline constexpr uint16_t kFlagOnRequest = 0x2;
+inline constexpr uint16_t kFlagCredit = 0x4;
+inline constexpr uint16_t kFlagAsk = 0x8;
 
 struct MessageHeader {
   uint32_t seq = 0;

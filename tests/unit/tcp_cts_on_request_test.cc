@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: Apache-2.0
+// Clear-to-sends on request (wire.h, design.md "Clear-to-sends on request"): where messages can
+// go on TCP window room, the sender asks for the clear-to-sends it needs instead of the receiver
+// sending one per posted receive; a message that cannot go asks and waits in flight, and the
+// receiver skips the sequence numbers of messages sent before theirs. Both ends as TcpConnection
+// over loopback TCP, and each end against a peer that the test plays on the raw sockets.
+#include <gtest/gtest.h>
+#include <linux/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tcp_test_requests.h"
+#include "tcp_test_sockets.h"
+#include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/wire.h"
+
+namespace mesh::tcp {
+namespace {
+
+using namespace mesh::tcp::tcp_test;
+
+TcpOptions options(size_t window_bytes) {
+  return window_test_options(64 * 1024, window_bytes);
+}
+
+// Bytes a TCP socket has received (for a sender's control socket: clear-to-send records).
+uint64_t bytes_received(int fd) {
+  struct tcp_info info = {};
+  socklen_t len = sizeof(info);
+  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+  return info.tcpi_bytes_received;
+}
+
+bool readable_within(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, ms) == 1;
+}
+
+// Exactly n bytes from a raw (blocking) socket, within 10 s.
+bool read_exact(int fd, uint8_t* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    if (!readable_within(fd, 10000)) return false;
+    const ssize_t k = recv(fd, out + got, n - got, 0);
+    if (k <= 0) return false;
+    got += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+void write_all(int fd, const uint8_t* p, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t k = send(fd, p + done, n - done, MSG_NOSIGNAL);
+    ASSERT_GT(k, 0);
+    done += static_cast<size_t>(k);
+  }
+}
+
+void write_header(int fd, const MessageHeader& h, const std::vector<uint8_t>& payload = {}) {
+  uint8_t b[kHeaderSize];
+  encode_header(h, b);
+  ASSERT_NO_FATAL_FAILURE(write_all(fd, b, sizeof(b)));
+  if (!payload.empty()) {
+    ASSERT_NO_FATAL_FAILURE(write_all(fd, payload.data(), payload.size()));
+  }
+}
+
+void write_cts(int fd, const ClearToSend& c) {
+  uint8_t b[kCtsSize];
+  encode_cts(c, b);
+  ASSERT_NO_FATAL_FAILURE(write_all(fd, b, sizeof(b)));
+}
+
+// One TcpConnection end; the test holds the other end's raw sockets (control, then one data).
+struct HalfRaw {
+  std::unique_ptr<TcpConnection> conn;
+  UniqueFd control;
+  UniqueFd data;
+};
+
+HalfRaw half_raw(bool sender, const TcpOptions& o) {
+  handshake::ConnectedSockets s;
+  HalfRaw h;
+  tcp_pair(&s.control, &h.control);
+  UniqueFd a;
+  tcp_pair(&a, &h.data);
+  s.data.push_back(std::move(a));
+  s.peer = "raw peer";
+  s.local = "test";
+  h.conn = std::make_unique<TcpConnection>(sender, std::move(s), o);
+  return h;
+}
+
+// The receiver posts first (as NCCL's proxy posts receives ahead), then the sender sends:
+// returns how many clear-to-send records the sender's control socket received.
+uint64_t clear_to_sends_for_a_flow(const TcpOptions& o, int messages, size_t size) {
+  Endpoints e = connect_tcp(o);
+  const uint64_t before = bytes_received(e.send_fds[0]);
+  for (int i = 0; i < messages; ++i) {
+    auto msg = pattern(size, static_cast<uint8_t>(i));
+    std::vector<uint8_t> buf(size);
+    void* rreq = post_recv(*e.recv, buf);
+    void* sreq = nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((sreq = post_send(*e.send, msg)) == nullptr &&
+           std::chrono::steady_clock::now() < deadline) {
+      test_once(*e.recv, rreq);
+    }
+    EXPECT_NE(sreq, nullptr) << "message " << i;
+    if (sreq == nullptr) return 0;
+    EXPECT_EQ(ncclSuccess, wait_done(*e.send, sreq)) << "message " << i;
+    EXPECT_EQ(ncclSuccess, wait_done(*e.recv, rreq)) << "message " << i;
+    EXPECT_EQ(buf, msg) << "message " << i;
+  }
+  // The last clear-to-sends written may still be on their way.
+  const auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (std::chrono::steady_clock::now() < settle) std::this_thread::yield();
+  return (bytes_received(e.send_fds[0]) - before) / kCtsSize;
+}
+
+TEST(TcpCtsOnRequest, AFlowThatGoesOnWindowRoomNeedsFewClearToSends) {
+  SKIP_WITHOUT_WINDOWS();
+  constexpr int kMessages = 256;
+  // 32 KiB messages go at once (budget or window room); the receiver answers only the headers
+  // that ask for credit, about one in NCCL_NET_MAX_REQUESTS / 2.
+  const uint64_t on_request = clear_to_sends_for_a_flow(options(1024 * 1024), kMessages, 32768);
+  EXPECT_LE(on_request, static_cast<uint64_t>(kMessages / 4))
+      << "the receiver still sends a clear-to-send for most receives";
+  EXPECT_GE(on_request, 1u) << "no credit ever came back: the bounds would stop the sender";
+  // Without window checks the receiver sends one per receive, as before.
+  const uint64_t proactive = clear_to_sends_for_a_flow(options(0), kMessages, 32768);
+  EXPECT_EQ(proactive, static_cast<uint64_t>(kMessages));
+  std::printf(
+      "clear-to-sends for %d messages of 32 KiB: %llu on request, %llu with window "
+      "checks off\n",
+      kMessages, static_cast<unsigned long long>(on_request),
+      static_cast<unsigned long long>(proactive));
+}
+
+TEST(TcpCtsOnRequest, AMessageTheWindowCannotTakeAsksAndGoesOnceTheReceiverPosts) {
+  SKIP_WITHOUT_WINDOWS();
+  Endpoints e = connect_tcp(options(1024 * 1024));
+  auto big = pattern(8 << 20, 5);  // beyond the 1 MiB bound: it must wait for its clear-to-send
+  auto small = pattern(512, 6);    // within the budget, but behind a message that waits
+  void* s0 = post_send(*e.send, big);
+  ASSERT_NE(s0, nullptr) << "a message that cannot go early neither asked nor went";
+  void* s1 = post_send(*e.send, small);
+  ASSERT_NE(s1, nullptr);
+  EXPECT_FALSE(done_within(*e.send, s0, 300)) << "8 MiB went before any receive was posted";
+  EXPECT_FALSE(done_within(*e.send, s1, 50)) << "a message overtook one waiting for its turn";
+  std::vector<uint8_t> b0(big.size()), b1(small.size());
+  void* r0 = post_recv(*e.recv, b0);
+  void* r1 = post_recv(*e.recv, b1);
+  // Moved by the caller (no pool): both ends progress from this thread.
+  bool d[4] = {};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(d[0] && d[1] && d[2] && d[3]) && std::chrono::steady_clock::now() < deadline) {
+    if (!d[0]) d[0] = test_once(*e.send, s0);
+    if (!d[1]) d[1] = test_once(*e.send, s1);
+    if (!d[2]) d[2] = test_once(*e.recv, r0);
+    if (!d[3]) d[3] = test_once(*e.recv, r1);
+  }
+  ASSERT_TRUE(d[0] && d[1] && d[2] && d[3]);
+  EXPECT_EQ(b0, big);
+  EXPECT_EQ(b1, small);
+}
+
+TEST(TcpCtsOnRequest, TheSenderAsksOnTheWireAndSendsOnceItsClearToSendArrives) {
+  SKIP_WITHOUT_WINDOWS();
+  HalfRaw h = half_raw(/*sender=*/true, options(1024 * 1024));
+  auto m0 = pattern(1024, 1);     // inline, within the budget: goes at once
+  auto m1 = pattern(4 << 20, 2);  // beyond the 1 MiB bound: asks
+  void* s0 = post_send(*h.conn, m0);
+  void* s1 = post_send(*h.conn, m1);
+  ASSERT_NE(s0, nullptr);
+  ASSERT_NE(s1, nullptr);
+  ASSERT_TRUE(done_within(*h.conn, s0, 5000));
+  uint8_t b[kHeaderSize];
+  ASSERT_TRUE(read_exact(h.control.get(), b, sizeof(b)));
+  MessageHeader hd = decode_header(b);
+  EXPECT_EQ(hd.seq, 0u);
+  EXPECT_EQ(hd.flags, kFlagInline | kFlagOnRequest);
+  std::vector<uint8_t> got(1024);
+  ASSERT_TRUE(read_exact(h.control.get(), got.data(), got.size()));
+  EXPECT_EQ(got, m0);
+  ASSERT_TRUE(read_exact(h.control.get(), b, sizeof(b)));
+  hd = decode_header(b);
+  EXPECT_EQ(hd.seq, 1u);
+  EXPECT_EQ(hd.flags, kFlagAsk | kFlagOnRequest) << "the second message did not ask";
+  EXPECT_EQ(hd.size, m1.size());
+  EXPECT_FALSE(readable_within(h.data.get(), 200)) << "payload sent before the clear-to-send";
+  // One clear-to-send skips message 0 (sent before its own) and clears message 1.
+  ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {1, 0, m1.size()}));
+  // The sender moves its bytes from test() (no pool): read them on another thread meanwhile.
+  got.assign(m1.size(), 0);
+  std::thread reader([&] {
+    ASSERT_TRUE(read_exact(h.control.get(), b, sizeof(b)));
+    hd = decode_header(b);
+    EXPECT_TRUE(read_exact(h.data.get(), got.data(), got.size()));
+  });
+  EXPECT_EQ(ncclSuccess, wait_done(*h.conn, s1));
+  reader.join();
+  EXPECT_EQ(hd.seq, 1u);
+  EXPECT_EQ(hd.flags, kFlagOnRequest);
+  EXPECT_EQ(hd.nparts, 1u);
+  EXPECT_EQ(got, m1);
+}
+
+TEST(TcpCtsOnRequest, AClearToSendThatSkipsAMessageThatAskedFailsTheSender) {
+  SKIP_WITHOUT_WINDOWS();
+  HalfRaw h = half_raw(/*sender=*/true, options(1024 * 1024));
+  auto m0 = pattern(1024, 1);
+  auto m1 = pattern(4 << 20, 2);
+  void* s0 = post_send(*h.conn, m0);
+  void* s1 = post_send(*h.conn, m1);
+  ASSERT_NE(s0, nullptr);
+  ASSERT_NE(s1, nullptr);
+  ASSERT_TRUE(done_within(*h.conn, s0, 5000));
+  // Skipping message 1 claims its header arrived before its clear-to-send: it never left.
+  ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {2, 0, 1 << 20}));
+  ncclResult_t rc = ncclSuccess;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (rc == ncclSuccess && std::chrono::steady_clock::now() < deadline) {
+    int done = 0;
+    rc = h.conn->test(static_cast<RequestHeader*>(s1), &done, nullptr);
+    ASSERT_EQ(done, 0) << "the message completed without its clear-to-send";
+  }
+  EXPECT_EQ(rc, ncclRemoteError);
+}
+
+TEST(TcpCtsOnRequest, TheReceiverAnswersAsksAndCreditsOnly) {
+  SKIP_WITHOUT_WINDOWS();
+  HalfRaw h = half_raw(/*sender=*/false, options(1024 * 1024));
+  const int ctl = h.control.get();
+  uint8_t c[kCtsSize];
+  // Before the sender's first on-request record: one clear-to-send per posted receive.
+  std::vector<uint8_t> b0(4096);
+  void* r0 = post_recv(*h.conn, b0);
+  ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
+  EXPECT_EQ(decode_cts(c).seq, 0u);
+  EXPECT_EQ(decode_cts(c).capacity, 4096u);
+  auto p0 = pattern(100, 1);
+  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {0, kFlagInline | kFlagOnRequest, 0, 100}, p0));
+  ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r0));
+  EXPECT_TRUE(std::equal(p0.begin(), p0.end(), b0.begin()));
+  // After it: none for a plain receive...
+  std::vector<uint8_t> b1(4096);
+  void* r1 = post_recv(*h.conn, b1);
+  EXPECT_FALSE(test_once(*h.conn, r1));
+  EXPECT_FALSE(readable_within(ctl, 200)) << "a clear-to-send nobody asked for";
+  // ...one for an ask, answered once its receive is posted...
+  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {1, kFlagAsk | kFlagOnRequest, 0, 1000}));
+  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {2, kFlagAsk | kFlagOnRequest, 0, 50}));
+  EXPECT_FALSE(test_once(*h.conn, r1));
+  ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
+  EXPECT_EQ(decode_cts(c).seq, 1u);
+  EXPECT_FALSE(readable_within(ctl, 200)) << "answered an ask whose receive is not posted";
+  auto p1 = pattern(1000, 2);
+  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {1, kFlagInline | kFlagOnRequest, 0, 1000}, p1));
+  ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r1));
+  EXPECT_TRUE(std::equal(p1.begin(), p1.end(), b1.begin()));
+  std::vector<uint8_t> b2(4096);
+  void* r2 = post_recv(*h.conn, b2);
+  ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
+  EXPECT_EQ(decode_cts(c).seq, 2u) << "the ask read before its receive was posted";
+  auto p2 = pattern(50, 3);
+  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {2, kFlagInline | kFlagOnRequest, 0, 50}, p2));
+  ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r2));
+  // ...and one for a header that asks for credit back.
+  std::vector<uint8_t> b3(4096);
+  void* r3 = post_recv(*h.conn, b3);
+  auto p3 = pattern(60, 4);
+  ASSERT_NO_FATAL_FAILURE(
+      write_header(ctl, {3, kFlagInline | kFlagOnRequest | kFlagCredit, 0, 60}, p3));
+  ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r3));
+  ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
+  EXPECT_EQ(decode_cts(c).seq, 3u);
+  // A receive whose buffer exceeds a quarter of the window bound still gets one at once: few
+  // such messages fit in the sender's bound, so their charges come back when the receive is
+  // posted. The receives before it without one get theirs first: clear-to-sends leave in
+  // sequence order (a skipped number means "sent before its clear-to-send").
+  std::vector<uint8_t> b4(4096), b5(512 * 1024);
+  void* r4 = post_recv(*h.conn, b4);
+  EXPECT_FALSE(readable_within(ctl, 100)) << "a clear-to-send nobody asked for";
+  void* r5 = post_recv(*h.conn, b5);
+  ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
+  EXPECT_EQ(decode_cts(c).seq, 4u);
+  EXPECT_EQ(decode_cts(c).capacity, b4.size());
+  ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
+  EXPECT_EQ(decode_cts(c).seq, 5u);
+  EXPECT_EQ(decode_cts(c).capacity, b5.size());
+  EXPECT_FALSE(test_once(*h.conn, r4));
+  EXPECT_FALSE(test_once(*h.conn, r5));
+}
+
+TEST(TcpCtsOnRequest, AsksOutsideTheRequestWindowOrTwiceFailTheReceiver) {
+  SKIP_WITHOUT_WINDOWS();
+  for (const bool twice : {false, true}) {
+    HalfRaw h = half_raw(/*sender=*/false, options(1024 * 1024));
+    std::vector<uint8_t> b0(4096);
+    void* r0 = post_recv(*h.conn, b0);
+    if (twice) {
+      ASSERT_NO_FATAL_FAILURE(write_header(h.control.get(), {5, kFlagAsk | kFlagOnRequest, 0, 8}));
+      ASSERT_NO_FATAL_FAILURE(write_header(h.control.get(), {5, kFlagAsk | kFlagOnRequest, 0, 8}));
+    } else {
+      ASSERT_NO_FATAL_FAILURE(
+          write_header(h.control.get(), {NCCL_NET_MAX_REQUESTS, kFlagAsk | kFlagOnRequest, 0, 8}));
+    }
+    EXPECT_EQ(wait_done(*h.conn, r0), ncclRemoteError) << (twice ? "twice" : "out of window");
+  }
+}
+
+}  // namespace
+}  // namespace mesh::tcp
