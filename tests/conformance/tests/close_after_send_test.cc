@@ -8,8 +8,9 @@
 // until every isend tested done, the sender closes its send comm, and only then does the
 // receiver post its receives: the relay host must deliver after the connector's close
 // (docs/relay.md, "RDMA relay": delivery after close).
-// Direct connections and the TCP relay answer isend "retry" until the receiver has posted the
-// matching receive (the clear-to-send), except for what the eager rules let go early (small
+// Direct connections and the TCP relay keep a send's bytes (isend answers "retry", or on
+// request holds the request) until the receiver has posted the matching receive (the
+// clear-to-send), except for what the eager rules let go early (small
 // messages, and on direct connections what the receiver's TCP windows already take: design.md),
 // so in general a send cannot complete before its receive there: the receiver posts first, and
 // the sender closes the moment its sends completed (their bytes may still be in socket buffers,
