@@ -33,10 +33,7 @@ TcpOptions options(size_t window_bytes) {
 
 // Bytes a TCP socket has received (for a sender's control socket: clear-to-send records).
 uint64_t bytes_received(int fd) {
-  struct tcp_info info = {};
-  socklen_t len = sizeof(info);
-  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
-  return info.tcpi_bytes_received;
+  return tcp_info_of(fd).tcpi_bytes_received;
 }
 
 bool readable_within(int fd, int ms) {
@@ -56,28 +53,19 @@ bool read_exact(int fd, uint8_t* out, size_t n) {
   return true;
 }
 
-void write_all(int fd, const uint8_t* p, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t k = send(fd, p + done, n - done, MSG_NOSIGNAL);
-    ASSERT_GT(k, 0);
-    done += static_cast<size_t>(k);
-  }
-}
-
 void write_header(int fd, const MessageHeader& h, const std::vector<uint8_t>& payload = {}) {
   uint8_t b[kHeaderSize];
   encode_header(h, b);
-  ASSERT_NO_FATAL_FAILURE(write_all(fd, b, sizeof(b)));
+  ASSERT_TRUE(send_all(fd, b, sizeof(b)));
   if (!payload.empty()) {
-    ASSERT_NO_FATAL_FAILURE(write_all(fd, payload.data(), payload.size()));
+    ASSERT_TRUE(send_all(fd, payload.data(), payload.size()));
   }
 }
 
 void write_cts(int fd, const ClearToSend& c) {
   uint8_t b[kCtsSize];
   encode_cts(c, b);
-  ASSERT_NO_FATAL_FAILURE(write_all(fd, b, sizeof(b)));
+  ASSERT_TRUE(send_all(fd, b, sizeof(b)));
 }
 
 // One TcpConnection end; the test holds the other end's raw sockets (control, then one data).

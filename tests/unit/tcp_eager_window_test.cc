@@ -40,10 +40,7 @@ TcpOptions options(size_t window_bytes) {
 
 // Bytes a socket holds that it has not sent (waiting for window), from the kernel.
 uint32_t unsent_bytes(int fd) {
-  struct tcp_info info = {};
-  socklen_t len = sizeof(info);
-  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
-  return info.tcpi_notsent_bytes;
+  return tcp_info_of(fd).tcpi_notsent_bytes;
 }
 
 TEST(PeerWindow, AFreshLoopbackConnectionHasRoomAndASocketPairHasNone) {

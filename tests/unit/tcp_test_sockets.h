@@ -77,6 +77,14 @@ inline TcpOptions window_test_options(size_t eager_bytes, size_t window_bytes) {
   return o;
 }
 
+// The kernel's TCP_INFO of a socket (a failed call is a test failure, and reads as zeros).
+inline struct tcp_info tcp_info_of(int fd) {
+  struct tcp_info info = {};
+  socklen_t len = sizeof(info);
+  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+  return info;
+}
+
 // test() until done or `ms` milliseconds passed (then false: the request waits).
 inline bool done_within(TcpConnection& c, void* req, int ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);

@@ -165,26 +165,23 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
     ask_out_len_ += kHeaderSize;  // at most one per request in flight: always fits
     r->awaiting_cts = true;
     ++asks_waiting_;
-    order_[(order_head_ + order_count_) % order_.size()] = r;
-    ++order_count_;
-    progress_control(/*read_clear_to_sends=*/false);
-    *request = r;
-    return ncclSuccess;
-  }
-  // Too big for the receiver's buffer: only the header goes out, so the receiver fails with its
-  // own clear message; no payload byte is sent and this side fails once the header is out.
-  r->oversize = size > capacity;
-  if (r->oversize) {
-    r->oversize_capacity = capacity;
-    nparts = 0;
-  }
-  if (nparts > 0 && !start_parts(r, static_cast<uint16_t>(nparts))) {
-    r->in_use = false;
-    return report_failure();
+  } else {
+    // Too big for the receiver's buffer: only the header goes out, so the receiver fails with
+    // its own clear message; no payload byte is sent and this side fails once the header is out.
+    r->oversize = size > capacity;
+    if (r->oversize) {
+      r->oversize_capacity = capacity;
+      nparts = 0;
+    }
+    if (nparts > 0 && !start_parts(r, static_cast<uint16_t>(nparts))) {
+      r->in_use = false;
+      return report_failure();
+    }
   }
   order_[(order_head_ + order_count_) % order_.size()] = r;
   ++order_count_;
-  // The clear-to-sends were read a moment ago: only write the header (and inline payload).
+  // The clear-to-sends were read a moment ago: only write the ask, or the header (and inline
+  // payload).
   progress_control(/*read_clear_to_sends=*/false);
   pump_data();
   *request = r;
