@@ -110,8 +110,11 @@ CTEST_ROWS = [
      "-"),
 ]
 
-FUZZ_ROW = ("Fuzzed parsers: handle, hello, wire header, settings (libFuzzer, ASan+UBSan)",
-            "no crash, no sanitizer report on any input the fuzzer generates from the corpus")
+FUZZ_ROW = ("Fuzzed parsers: handle, hello, wire header, settings (libFuzzer, ASan+UBSan); a "
+            "hostile TCP peer scripted against either end of a connection (fuzz_tcp_peer: "
+            "headers, asks, credit requests, clear-to-sends, stray data, EOF over loopback TCP)",
+            "no crash, no sanitizer report on any input the fuzzer generates from the corpus; "
+            "a receive never reports more than its buffer")
 
 # Soft-RoCE lane rows (tests/softroce/: the conformance suite over rdma_rxe inside qemu VMs):
 # (fault, gtest name regex, what the plugin does (= what the test asserts), time to error when no

@@ -10,7 +10,7 @@ secs=${1:-30}
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_SANITIZE=fuzzer -DMESH_SUBDIRS=tests/fuzz >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_handle fuzz_hello fuzz_header fuzz_settings fuzz_rdma_setup \
-  fuzz_relay_beacon fuzz_relay_request fuzz_gin_message
+  fuzz_relay_beacon fuzz_relay_request fuzz_gin_message fuzz_tcp_peer
 mkdir -p build-fuzz/crashes
 # One target per core at a time (each fuzzer is single-threaded): 8 targets x 20 s took 160 s
 # of CI time one after the other. Each target's verdict is printed once all have finished.
@@ -20,7 +20,7 @@ fuzz_one() { # target: exit 0 when it ran its time without a crash
   build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -print_final_stats=1 \
     -artifact_prefix=build-fuzz/crashes/$t- "$work" >"$log" 2>&1
 }
-targets=(handle hello header settings rdma_setup relay_beacon relay_request gin_message)
+targets=(handle hello header settings rdma_setup relay_beacon relay_request gin_message tcp_peer)
 parallel=$(nproc)
 for t in "${targets[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
