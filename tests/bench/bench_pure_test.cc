@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for the pure parts of nccl-mesh-bench: size lists, the verification pattern, the
-// all-reduce data, the bandwidth formulas, the launcher environment and the routes read from the
-// plugin's log lines.
+// all-reduce data, the bandwidth formulas, the launcher environment, the routes read from the
+// plugin's log lines and the thread count of the CLOSE line.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cable_merge.h"
 #include "launch_env.h"
 #include "metrics.h"
 #include "pattern.h"
+#include "proc_usage.h"
 #include "route_log.h"
 #include "sizes.h"
 
@@ -392,6 +397,36 @@ TEST(CableEnds, RanksOfOneHostShareTheirInterfacesOnce) {
   EXPECT_EQ(g[1], (std::vector<size_t>{1, 3}));
   EXPECT_EQ(g[2], (std::vector<size_t>{4}));
   EXPECT_EQ(g[3], (std::vector<size_t>{5}));
+}
+
+// The CLOSE line's thread check (tests/netns/cases.py: back to the threads before init): a
+// thread that was joined must not count, even when the kernel still lists it for a moment after
+// the join (count_threads_settled); one left running must, and be named.
+TEST(CountThreads, JoinedThreadsDoNotCountAfterTheyLeft) {
+  const int before = count_threads();
+  ASSERT_GT(before, 0);
+  // Each thread sleeps so that the join really waits for its exit (the window where a joined
+  // thread is still listed; 6 in 3,000 joins on the loaded 2-core CI machine).
+  for (int i = 0; i < 300; ++i) {
+    std::thread([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }).join();
+    ASSERT_EQ(count_threads_settled(before, 2.0), before)
+        << "after join " << i << ": " << threads_but_main();
+  }
+}
+
+TEST(CountThreads, AThreadLeftRunningIsCountedAndNamed) {
+  const int before = count_threads();
+  std::atomic<bool> named{false}, release{false};
+  std::thread left([&] {
+    pthread_setname_np(pthread_self(), "left-running");
+    named = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!named) std::this_thread::yield();
+  EXPECT_EQ(count_threads_settled(before, 0.1), before + 1);
+  EXPECT_NE(threads_but_main().find("left-running ("), std::string::npos) << threads_but_main();
+  release = true;
+  left.join();
 }
 
 }  // namespace

@@ -201,7 +201,8 @@ def check_close(F, build, ranks, what: str) -> str:
     """Each rank's CLOSE line (the bench closes every comm and finalizes, after a failure too):
     it took at most CLOSE_MAX s (no hang in close), and the process is back to the open file
     descriptors and threads it had before the plugin's init (LeakSanitizer clean when the build
-    has it). Returns the summary for the row."""
+    has it; the bench counts threads once joined ones have left /proc/self/task and names any
+    left running: src/tools/bench/proc_usage.h). Returns the summary for the row."""
     limit = CLOSE_MAX * build.time_scale
     # TSan's runtime starts a background thread of its own at the first pthread_create (after
     # the bench's baseline) and keeps it: one thread more is the runtime, not the plugin.

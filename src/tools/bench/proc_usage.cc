@@ -3,6 +3,11 @@
 
 #include <dirent.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
 namespace mesh::bench {
 
@@ -26,6 +31,54 @@ int count_threads() {
   }
   closedir(d);
   return n;
+}
+
+int count_threads_settled(int want, double timeout_s) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s));
+  int n = count_threads();
+  while (n > want && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    n = count_threads();
+  }
+  return n;
+}
+
+namespace {
+
+// The first line of a small /proc file, without its newline ("" if unreadable).
+std::string first_line(const std::string& path) {
+  std::string line;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[512] = {};
+    if (std::fgets(buf, sizeof(buf), f) != nullptr) line = buf;
+    std::fclose(f);
+  }
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+std::string threads_but_main() {
+  std::string out;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return out;
+  const std::string main_tid = std::to_string(getpid());
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.' || e->d_name == main_tid) continue;
+    const std::string base = std::string("/proc/self/task/") + e->d_name;
+    // "tid (comm) S ...": the state follows the last ')' (a name may hold parentheses).
+    const std::string stat = first_line(base + "/stat");
+    const size_t close = stat.rfind(')');
+    const std::string state =
+        close != std::string::npos && close + 2 < stat.size() ? stat.substr(close + 2, 1) : "?";
+    if (!out.empty()) out += ", ";
+    out += std::string(e->d_name) + " " + first_line(base + "/comm") + " (" + state + ")";
+  }
+  closedir(d);
+  return out;
 }
 
 }  // namespace mesh::bench

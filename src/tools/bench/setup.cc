@@ -16,6 +16,7 @@
 #include "context.h"
 #include "handshake/handle.h"
 #include "launch_env.h"
+#include "proc_usage.h"
 #include "wait.h"
 
 // LeakSanitizer's on-demand check, present only in sanitizer builds (weak: NULL otherwise).
@@ -41,10 +42,6 @@ int count_entries(const char* path) {
 int open_fds() {
   const int n = count_entries("/proc/self/fd");
   return n < 0 ? -1 : n - 1;  // without the descriptor opendir itself holds
-}
-
-int thread_count() {
-  return count_entries("/proc/self/task");
 }
 
 constexpr uint32_t kTcpHello = 0x4D42544Eu;  // "MBTN"
@@ -223,7 +220,7 @@ void connect_tcp(Context& ctx, Fd& listener, const std::vector<json>& blobs) {
 void setup(Context& ctx) {
   const auto& opt = ctx.opt;
   ctx.fds_at_start = open_fds();
-  ctx.threads_at_start = thread_count();
+  ctx.threads_at_start = count_threads();
   ctx.links.clear();
   ctx.links.resize(static_cast<size_t>(ctx.nranks));
   for (int p = 0; p < ctx.nranks; ++p) {
@@ -351,11 +348,20 @@ void close_and_report(Context& ctx, bool after_failure) {
     leaks = __lsan_do_recoverable_leak_check() != 0 ? ", LeakSanitizer: LEAKS (report above)"
                                                     : ", LeakSanitizer: no leaks";
   }
+  // TSan's runtime starts a background thread at the first pthread_create (after the baseline)
+  // and keeps it (tests/netns/cases.py allows it too).
+#if defined(__SANITIZE_THREAD__)
+  const int want = ctx.threads_at_start + 1;
+#else
+  const int want = ctx.threads_at_start;
+#endif
+  const int threads = count_threads_settled(want, 1.0);
+  const std::string left = threads > want ? "; threads still running: " + threads_but_main() : "";
   fmt::print(stderr,
              "CLOSE rank {}: {}{} comm(s) closed and finalize returned in {:.3f} s; fds {} -> {}, "
-             "threads {} -> {} (before init -> after close){}{}\n",
+             "threads {} -> {} (before init -> after close){}{}{}\n",
              ctx.rank, after_failure ? "after the failure, " : "", comms, took, ctx.fds_at_start,
-             open_fds(), ctx.threads_at_start, thread_count(), leaks,
+             open_fds(), ctx.threads_at_start, threads, left, leaks,
              errors.empty() ? "" : "; close errors" + errors);
   std::fflush(stderr);
   if (!after_failure && !errors.empty()) {
