@@ -4,11 +4,12 @@
 # present; needs root (apt-get) otherwise. Debian 12 package names.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config clang libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-      libfmt-dev libibverbs-dev libssl-dev iproute2 nftables gnuplot-nox procps python3 dpkg-dev file
-      lintian)
+      libfmt-dev libibverbs-dev libssl-dev iproute2 iputils-ping nftables gnuplot-nox procps python3
+      dpkg-dev file lintian)
 # libibverbs-dev: the verbs headers only; the plugin dlopens libibverbs.so.1 at run time.
 # dpkg-dev (dpkg-shlibdeps) and file: CPack's .deb (cpack -G DEB) computes the Depends field.
 # lintian: tests/install checks the .debs with it (no errors allowed).
+# iputils-ping: netns.fault-lossy reports the RTT under load with ping (None without it).
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
