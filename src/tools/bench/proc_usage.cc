@@ -22,15 +22,30 @@ ProcUsage sample_usage() {
   return u;
 }
 
-int count_threads() {
-  DIR* d = opendir("/proc/self/task");
-  if (d == nullptr) return 0;
+namespace {
+
+// Entries of a /proc directory, -1 when it cannot be read.
+int count_entries(const char* path) {
+  DIR* d = opendir(path);
+  if (d == nullptr) return -1;
   int n = 0;
   while (const dirent* e = readdir(d)) {
     if (e->d_name[0] != '.') ++n;
   }
   closedir(d);
   return n;
+}
+
+}  // namespace
+
+int count_threads() {
+  const int n = count_entries("/proc/self/task");
+  return n < 0 ? 0 : n;
+}
+
+int count_open_fds() {
+  const int n = count_entries("/proc/self/fd");
+  return n < 0 ? -1 : n - 1;  // without the descriptor opendir itself holds
 }
 
 int count_threads_settled(int want, double timeout_s) {

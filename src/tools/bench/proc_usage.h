@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // What this process (one rank) spends: CPU time and context switches (getrusage), and how many
-// threads it runs (/proc/self/task). The pairs pattern samples it around every transport's run
-// of a row, so each row says what a byte costs in CPU and wake-ups, not only how fast it moved.
+// threads and descriptors it holds (/proc/self/task, /proc/self/fd). The pairs pattern samples
+// it around every transport's run of a row, so each row says what a byte costs in CPU and
+// wake-ups, not only how fast it moved; the CLOSE line compares threads and descriptors with
+// those before the plugin's init.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,9 @@ ProcUsage sample_usage();
 
 // Threads of this process now; 0 if /proc is unreadable.
 int count_threads();
+
+// Open file descriptors of this process now; -1 if /proc is unreadable.
+int count_open_fds();
 
 // count_threads() once threads that were joined have left /proc/self/task, waiting at most
 // `timeout_s` for it to fall to `want`. pthread_join returns when the kernel clears the thread's

@@ -3,7 +3,6 @@
 // out of band (our rendezvous = NCCL's bootstrap), then drive every connect() and accept() in one
 // non-blocking loop - a blocking or ordered setup would deadlock the ranks against each other.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <fmt/format.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -26,23 +25,6 @@ namespace mesh::bench {
 namespace {
 
 using json = nlohmann::json;
-
-// Entries of a /proc directory, -1 when it cannot be read.
-int count_entries(const char* path) {
-  DIR* d = opendir(path);
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (const dirent* e = readdir(d)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  closedir(d);
-  return n;
-}
-
-int open_fds() {
-  const int n = count_entries("/proc/self/fd");
-  return n < 0 ? -1 : n - 1;  // without the descriptor opendir itself holds
-}
 
 constexpr uint32_t kTcpHello = 0x4D42544Eu;  // "MBTN"
 
@@ -219,7 +201,7 @@ void connect_tcp(Context& ctx, Fd& listener, const std::vector<json>& blobs) {
 
 void setup(Context& ctx) {
   const auto& opt = ctx.opt;
-  ctx.fds_at_start = open_fds();
+  ctx.fds_at_start = count_open_fds();
   ctx.threads_at_start = count_threads();
   ctx.links.clear();
   ctx.links.resize(static_cast<size_t>(ctx.nranks));
@@ -361,7 +343,7 @@ void close_and_report(Context& ctx, bool after_failure) {
              "CLOSE rank {}: {}{} comm(s) closed and finalize returned in {:.3f} s; fds {} -> {}, "
              "threads {} -> {} (before init -> after close){}{}{}\n",
              ctx.rank, after_failure ? "after the failure, " : "", comms, took, ctx.fds_at_start,
-             open_fds(), ctx.threads_at_start, threads, left, leaks,
+             count_open_fds(), ctx.threads_at_start, threads, left, leaks,
              errors.empty() ? "" : "; close errors" + errors);
   std::fflush(stderr);
   if (!after_failure && !errors.empty()) {

@@ -2,7 +2,6 @@
 // The harness's own hygiene: what it opens must not show up as the plugin's leaks in the suite's
 // descriptor checks (ConnectionTest.ClosedConnectionsReleaseTheirSockets,
 // DescriptorHygieneTest), and those checks tell a leak from a socket open for a moment.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,24 +21,15 @@
 namespace conformance {
 namespace {
 
-size_t open_fd_count() {
-  size_t n = 0;
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    while (readdir(dir) != nullptr) ++n;
-    closedir(dir);
-  }
-  return n;
-}
-
 TEST(HarnessTest, CallTimersInThreadsThatEndLeaveNoDescriptorsBehind) {
-  const size_t before = open_fd_count();
+  const size_t before = open_fds().size();
   for (int i = 0; i < 8; ++i) {
     std::thread([] {
       CallTimer timer;
       timer.stop();
     }).join();
   }
-  EXPECT_EQ(open_fd_count(), before)
+  EXPECT_EQ(open_fds().size(), before)
       << "a CallTimer's /proc/thread-self/schedstat stays open after its thread ended";
 }
 
