@@ -78,10 +78,10 @@ echo "    built: $(file -b "$dir/libnccl-net-mesh.so" | cut -d, -f1-2) ($(elapse
 # that really blocks (waits on a peer or a timeout) still exceeds the scaled bound.
 export MESH_CONF_TIME_SCALE=${MESH_CONF_TIME_SCALE:-10}
 echo "=== lane arm64: test: every unit test"
-ctest --test-dir "$dir" --output-on-failure --timeout 900 -L unit
+scripts/ctest-lane.sh arm64 "$dir" -L unit || exit 1
 if [ "${ARM64_CONFORMANCE_FILTER:-default}" = all ]; then
   echo "=== lane arm64: test: every conformance test (MESH_CONF_TIME_SCALE=$MESH_CONF_TIME_SCALE)"
-  ctest --test-dir "$dir" --output-on-failure --timeout 900 -L conformance -LE x86-release-only
+  scripts/ctest-lane.sh arm64 "$dir" -L conformance -LE x86-release-only || exit 1
 else
   # The versioned cases as v11 (NCCL 2.28-2.29's table, the one every later version shares),
   # with the version-free ones (loader, tuner tables, bad input, floods, descriptors, exit while
@@ -92,7 +92,7 @@ else
   echo "=== lane arm64: test: conformance, versioned cases as v11 only" \
        "(MESH_CONF_TIME_SCALE=$MESH_CONF_TIME_SCALE; CI time: the v6-v10 and v12 adapters run on" \
        "x86-64; ARM64_CONFORMANCE_FILTER=all runs them here)"
-  ctest --test-dir "$dir" --output-on-failure --timeout 900 -L conformance -LE x86-release-only \
-    -E '/v(6|7|8|9|10|12)( |$)'
+  scripts/ctest-lane.sh arm64 "$dir" -L conformance -LE x86-release-only \
+    -E '/v(6|7|8|9|10|12)( |$)' || exit 1
 fi
 echo "=== lane arm64: done in $(elapsed)"

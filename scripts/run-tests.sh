@@ -65,22 +65,14 @@ run_lane() {
   cmake -S . -B "$dir" "${args[@]}" >/dev/null || return
   cmake --build "$dir" -j"$jobs" || return
   echo "=== lane $lane: test"
-  local ctest_args=(--test-dir "$dir" --output-on-failure --timeout 900)
+  local ctest_args=()
   # Sanitizer lanes leave out the tests labelled x86-release-only (the reason is by each).
   [ -n "$labels" ] && ctest_args+=(-L "$labels" -LE x86-release-only)
-  local env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-             TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
-  env "${env[@]}" ctest "${ctest_args[@]}" && return 0
-  # Up to 3 failed tests run once more, alone (as the Soft-RoCE lane does): a test that then
-  # passes is reported as FLAKY in the summary (by name, never silently); more failures, or one
-  # that fails again, fail the lane.
-  local failed=$dir/Testing/Temporary/LastTestsFailed.log
-  [ -s "$failed" ] && [ "$(wc -l <"$failed")" -le 3 ] || return 1
-  local names; names=$(cut -d: -f2- "$failed" | tr '\n' ' ')
-  echo "=== lane $lane: rerunning alone: $names"
-  env "${env[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 --rerun-failed || return 1
-  echo "lane $lane: FLAKY, failed once and passed alone: $names" >>build-ci-logs/flaky.txt
+  # In parallel, serial where a test says so, and up to 3 failures rerun alone (ctest-lane.sh).
+  env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      scripts/ctest-lane.sh "$lane" "$dir" "${ctest_args[@]}"
 }
 # Each lane's output goes to the console and to build-ci-logs/<lane>.log. CI keeps only the
 # tail of the console, so the run ends with a summary: each lane's verdict and time, and for a
