@@ -32,7 +32,10 @@ for pattern in gin-put gin-put-signal; do
     gin = $6; net = $7; rn = $8; tcp = $9; rt = $10
     if (gin !~ /^[0-9.]+$/ || net !~ /^[0-9.]+$/ || tcp !~ /^[0-9.]+$/ || rn !~ /^[0-9.]+$/ ||
         rt !~ /^[0-9.]+$/) { print p ": a number is missing: " $0; bad = 1; next }
-    if (gin <= 0 || net <= 0 || tcp <= 0) { print p ": zero bandwidth: " $0; bad = 1; next }
+    # 8 B rows under load (ctest -j) can be under 0.000005 GB/s, printed as 0.00000: only the
+    # KiB rows must show a rate (the run itself fails when a put is lost or wrong).
+    if ($3 != "B" && (gin <= 0 || net <= 0 || tcp <= 0)) {
+      print p ": zero bandwidth: " $0; bad = 1; next }
     # The printed ratios are GIN / reference of the unrounded numbers, rounded to 2 decimals;
     # the printed GB/s are rounded to 5 decimals (h), which at the 8 B rates of a loaded host
     # (0.00001 GB/s) is most of the number. So each unrounded number lies within h of the
