@@ -4,7 +4,7 @@
 #   scripts/ctest-lane.sh LANE BUILD_DIR [ctest arguments...]
 # 1. The selected tests run with -j (one job per core): most are processes waiting on sockets,
 #    timers and their peer process, so two at a time take about half the time (CI has 2 cores;
-#    measured per lane in docs/measurements.md). The tests that need the machine to themselves
+#    measured per lane in CONTRIBUTING.md). The tests that need the machine to themselves
 #    say so with RUN_SERIAL (the namespace cases: they saturate the CPUs and assert timings), and
 #    ctest runs those alone.
 # 2. Up to 3 failed tests run once more, alone (as the Soft-RoCE lane does): a test that then
