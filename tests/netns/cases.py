@@ -546,7 +546,7 @@ def relay_holders(F, build, topo, hosts, label, env=None, listen=()):
             path = out.name
             while time.monotonic() < deadline and p.poll() is None:
                 with open(path, errors="replace") as f:
-                    if "ready" in f.read():
+                    if re.search(r"^ready: ", f.read(), re.M):  # the holder's line, not a word
                         break
                 time.sleep(0.1)
         F.check(all(p.poll() is None for _, _, p in procs),
@@ -1055,12 +1055,18 @@ def relay_auth(F, build, prefix):
                 deadline = time.monotonic() + 10 * build.time_scale
                 while time.monotonic() < deadline and not nonce:
                     with open(c_log, errors="replace") as f:
-                        m = re.search(r"^handle ([0-9a-f]{256})$", f.read(), re.M)
+                        # Not anchored at the line's end: a plugin thread's log line may follow
+                        # on the same line (relay_holder.py's say()).
+                        m = re.search(r"^handle ([0-9a-f]{256})(?![0-9a-f])", f.read(), re.M)
                     if m:
                         nonce = m.group(1)[16:48]  # handle bytes [8,24): the nonce
                         lport = int(m.group(1)[12:16], 16)  # bytes [6,8): the handshake port
                     time.sleep(0.1)
                 if not F.check(bool(nonce), f"c's holder printed its listen handle ({c_log})"):
+                    # The log is rewritten when the lane reruns the case: keep what it said.
+                    with open(c_log, errors="replace") as f:
+                        tail = f.read().splitlines()[-20:]
+                    log("  c's holder log (last 20 lines):\n" + "\n".join(f"    {t}" for t in tail))
                     return
                 time.sleep(3 * build.time_scale)  # beacons: b learns the graph
                 dest = f"{c_addr}/30"

@@ -36,6 +36,14 @@ class NetV11(ctypes.Structure):
                 + [("finalize", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p))])
 
 
+def say(line: str) -> None:
+    """One write(2) per line: print() writes the text and its newline apart, and a log line that
+    a plugin thread writes to the same file in between would end up inside this line (the test
+    then never found "handle HEX" at a line's end)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main() -> int:
     lib = ctypes.CDLL(sys.argv[1])
     net = NetV11.in_dll(lib, "ncclNetPlugin_v11")
@@ -53,8 +61,8 @@ def main() -> int:
         if rc != 0:
             print(f"listen failed: rc {rc}", flush=True)
             return 1
-        print(f"handle {handle.raw.hex()}", flush=True)
-    print(f"ready: {n.value} device(s)", flush=True)
+        say(f"handle {handle.raw.hex()}")
+    say(f"ready: {n.value} device(s)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         sys.stdin.read()
