@@ -52,14 +52,14 @@ def main() -> int:
     rc = net.init(ctypes.byref(ctx), 0, ctypes.byref(config), None, None)
     n = ctypes.c_int(0)
     if rc != 0 or net.devices(ctypes.byref(n)) != 0:
-        print(f"init failed: rc {rc}", flush=True)
+        say(f"init failed: rc {rc}")
         return 1
     if "--listen" in sys.argv[2:]:
         handle = ctypes.create_string_buffer(128)
         comm = ctypes.c_void_p()
         rc = net.listen(ctx, 0, handle, ctypes.byref(comm))
         if rc != 0:
-            print(f"listen failed: rc {rc}", flush=True)
+            say(f"listen failed: rc {rc}")
             return 1
         say(f"handle {handle.raw.hex()}")
     say(f"ready: {n.value} device(s)")
