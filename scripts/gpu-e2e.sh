@@ -200,6 +200,12 @@ run_step() {
     echo "-- last lines of $OUT/$name.log (exit $rc):"
     tail -15 "$OUT/$name.log"
   fi
+  # A rank killed by its timeout can leave the MPS server refusing new clients (seen on an H200
+  # after the GIN step hung: the next steps' ranks failed cudaSetDevice with "CUDA-capable
+  # device(s) is/are busy or unavailable"): the next step gets a fresh server.
+  if [[ $status == TIMEOUT || $status == FAIL ]] && declare -F restart_mps >/dev/null; then
+    restart_mps
+  fi
   if [[ $status == NO-RELAY ]]; then
     echo "== NOTE $name: ranks that share no emulated cable could not connect (\"no common" \
          "subnet\"): this plugin has no relay (issue 18, branch relay) or relaying is off" \
@@ -280,6 +286,13 @@ stop_mps() {
   if ((MPS_STARTED)); then
     echo quit | nvidia-cuda-mps-control && echo "MPS stopped"
     MPS_STARTED=0
+  fi
+}
+restart_mps() {
+  if ((MPS_STARTED)); then
+    echo quit | nvidia-cuda-mps-control
+    sleep 2
+    nvidia-cuda-mps-control -d && echo "MPS restarted" || MPS_STARTED=0
   fi
 }
 trap stop_mps EXIT

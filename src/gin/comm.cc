@@ -243,7 +243,8 @@ ncclResult_t Comm::register_region(void* data, size_t size, int type, uint64_t f
       if (size > 0 && !r->rdma->add(dev, data, size, &why)) {
         MESH_WARN("GIN regMrSym: %s buffer %p of %zu bytes: %s",
                   type == NCCL_PTR_CUDA ? "CUDA" : "host", data, size, why.c_str());
-        if (r->cuda_context != nullptr) CudaDriver::instance().release_context(r->cuda_device);
+        if (r->cuda_context != nullptr)
+          CudaDriver::instance().release_context(r->cuda_context, r->cuda_device);
         return ncclSystemError;
       }
     }
@@ -288,7 +289,8 @@ ncclResult_t Comm::deregister(void* mhandle) {
     by_handle_.erase(it);
     regions_.erase(r->id);
   }
-  if (r->cuda_context != nullptr) CudaDriver::instance().release_context(r->cuda_device);
+  if (r->cuda_context != nullptr)
+    CudaDriver::instance().release_context(r->cuda_context, r->cuda_device);
   r->tag = GinTag::kDead;  // the engine may still hold it for a copy in flight
   return ncclSuccess;
 }
@@ -581,7 +583,8 @@ void Comm::close() {
     requests_.clear();
   }
   for (auto& [h, r] : by_handle_)
-    if (r->cuda_context != nullptr) CudaDriver::instance().release_context(r->cuda_device);
+    if (r->cuda_context != nullptr)
+      CudaDriver::instance().release_context(r->cuda_context, r->cuda_device);
   by_handle_.clear();
   regions_.clear();
 }

@@ -33,6 +33,21 @@ Counts counts() {
   return c;
 }
 
+template <typename F>
+F fake_fn(const char* name) {
+  void* lib = dlopen(MESH_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
+  return lib != nullptr ? reinterpret_cast<F>(dlsym(lib, name)) : nullptr;
+}
+
+struct Streams {
+  long live = -1, queued = -1;
+};
+Streams streams() {
+  Streams s;
+  if (auto* fn = fake_fn<void (*)(long*, long*)>("fake_cuda_streams")) fn(&s.live, &s.queued);
+  return s;
+}
+
 bool wait_value(RankEnv& env, const uint64_t* word, uint64_t want, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20 * time_scale());
   while (load_signal(word) != want) {
@@ -127,9 +142,67 @@ TEST_P(CudaPathTest, GpuMemoryOnlyThroughTheDriver) {
       return env.fail("driver copies: " + std::to_string(after.dtoh - before.dtoh) + " DtoH, " +
                       std::to_string(after.htod - before.htod) + " HtoD");
     if (after.errors != 0) return env.fail("the driver saw a call a real one would refuse");
+    if (streams().live != 1) return env.fail("not one copy stream for the one GPU context");
     if (!g.dereg(src_mh) || !g.dereg(dst_mh) || !g.dereg(reset_mh) || !g.dereg(never_mh))
       return false;
     if (counts().retained != 0) return env.fail("contexts still retained after deregistration");
+    if (streams().live != 0) return env.fail("the copy stream outlived the last registration");
+    return g.teardown();
+  });
+  unsetenv("NCCL_MESH_TEST_GIN_CUDA_LIBRARY");
+  EXPECT_EQ(errors, "");
+}
+
+// NCCL's GIN kernel keeps running while it waits for the signals the plugin writes, and the
+// data it put is read by the plugin while it runs. A real driver orders a copy on the legacy
+// default stream (the synchronous cuMemcpyHtoD/DtoH) after that kernel: the copy waits for the
+// kernel, the kernel for the copy. On an H200 with NCCL 2.28.9 every rank of the GIN all-to-all
+// hung so. The stand-in models that order (fake_cuda.cc): here each rank "runs a kernel" while
+// its put goes out and its peer's put and signal come in, and no copy may wait for it.
+TEST_P(CudaPathTest, CopiesDoNotWaitForARunningKernel) {
+  const int version = GetParam();
+  setenv("NCCL_MESH_TEST_GIN_CUDA_LIBRARY", MESH_FAKE_CUDA_PATH, 1);
+  const std::string errors = run_ranks(2, 90, [&](RankEnv& env) {
+    GinRank g(env);
+    if (!g.setup(version, 1)) return false;
+    const uint32_t peer = static_cast<uint32_t>(1 - env.rank());
+    constexpr size_t kSize = 300000;  // two messages
+    std::vector<uint8_t> src(kSize), dst(kSize, 0);
+    for (size_t i = 0; i < kSize; ++i) src[i] = pattern(env.rank(), 0, 12, i);
+    alignas(8) uint64_t signal[1] = {};
+    void *src_mh, *dst_mh, *sig_mh;
+    if (!g.ok(g.api.reg(g.comm, src.data(), kSize, NCCL_PTR_CUDA, 0, &src_mh), "reg src") ||
+        !g.ok(g.api.reg(g.comm, dst.data(), kSize, NCCL_PTR_CUDA, 0, &dst_mh), "reg dst") ||
+        !g.ok(g.api.reg(g.comm, signal, 8, NCCL_PTR_CUDA,
+                        NCCL_NET_MR_FLAG_FORCE_SO | NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET, &sig_mh),
+              "reg signal"))
+      return false;
+    auto* begin = fake_fn<void (*)()>("fake_cuda_kernel_begin");
+    auto* end = fake_fn<void (*)()>("fake_cuda_kernel_end");
+    if (begin == nullptr || end == nullptr) return env.fail("the stand-in driver has no kernels");
+    begin();
+    bool ok = env.barrier();
+    void* r = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    // The kernel's put, then its wait for the peer's signal (as NCCL's proxy and kernel do).
+    ok = ok &&
+         g.ok(g.api.iput_signal(g.target, 0, 0, src_mh, kSize, 0, dst_mh, peer, 0, sig_mh, 1,
+                                NCCL_GIN_SIGNAL_OP_INC, true, &r),
+              "iputSignal") &&
+         done(g, r) && wait_value(env, signal, 1, "signal while the kernel runs");
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    end();
+    if (!ok) return false;
+    const Streams s = streams();
+    if (s.queued != 0)
+      return env.fail(std::to_string(s.queued) + " copies waited for the running kernel (" +
+                      std::to_string(waited) + " s): the legacy default stream");
+    for (size_t i = 0; i < kSize; ++i)
+      if (dst[i] != pattern(1 - env.rank(), 0, 12, i)) return env.fail("put: byte wrong");
+    if (counts().errors != 0) return env.fail("the driver saw a call a real one would refuse");
+    if (!env.barrier()) return false;
+    if (!g.dereg(src_mh) || !g.dereg(dst_mh) || !g.dereg(sig_mh)) return false;
     return g.teardown();
   });
   unsetenv("NCCL_MESH_TEST_GIN_CUDA_LIBRARY");

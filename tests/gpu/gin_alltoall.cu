@@ -86,6 +86,9 @@ bool read_id(const std::string& path, ncclUniqueId* id) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line-buffered: NCCL logs to this stdout, and a rank killed by its timeout must leave every
+  // line it wrote (fully buffered, a hung rank's log stopped at 4 KiB mid-line).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s RANK NRANKS ID_FILE [ELEMENTS [ITERATIONS]]\n", argv[0]);
     return 2;

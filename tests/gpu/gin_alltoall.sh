@@ -8,7 +8,7 @@
 # Usage: gin_alltoall.sh PROGRAM PLUGIN OUTDIR N [N...]   (e.g. ... out 2 3 4)
 # Checks per N: every rank exits 0 with its [PASS] line; every rank log shows NCCL loading the
 # GIN plugin Mesh (v11) and the plugin's "GIN: rank r connected" line. Exit 77 when no GPU.
-# Knobs: GIN_ELEMENTS (65536 uint32 per peer), GIN_ITERS (5), GIN_TIMEOUT_S (90 per N).
+# Knobs: GIN_ELEMENTS (65536 uint32 per peer), GIN_ITERS (5), GIN_TIMEOUT_S (30 per N: a run takes 1-2 s on an H200, and one hung N must leave the step time for the others).
 set -uo pipefail
 prog=${1:?program} plugin=${2:?plugin} out=${3:?outdir}
 shift 3
@@ -29,7 +29,7 @@ for n in "$@"; do
     env NCCL_NET_PLUGIN="$plugin" NCCL_NET=Mesh NCCL_GIN_ENABLE=1 NCCL_GIN_TYPE=2 \
       NCCL_CUMEM_ENABLE=1 NCCL_HOSTID="gin-host-$r" NCCL_MESH_IFNAME=lo \
       NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
-      timeout -k 5 "${GIN_TIMEOUT_S:-90}" "$prog" "$r" "$n" "$dir/id" "${GIN_ELEMENTS:-65536}" \
+      timeout -k 5 "${GIN_TIMEOUT_S:-30}" "$prog" "$r" "$n" "$dir/id" "${GIN_ELEMENTS:-65536}" \
       "${GIN_ITERS:-5}" >"$dir/rank$r.log" 2>&1 &
     pids+=($!)
   done
