@@ -4,8 +4,10 @@
 
 The ceiling is `nccl-mesh-bench --pattern ring-traffic` on the same machine, same rank count:
 the plugin alone, without NCCL or a GPU, moving exactly the traffic of a ring all-reduce (every
-rank sending to its successor while receiving from its predecessor, all at once). NCCL's ring
-moves the same bytes and adds the GPU's work and its own proxy, so its busbw cannot exceed it.
+rank sending to its successor while receiving from its predecessor, all at once, pipelined
+across steps, over as many connections per neighbour as NCCL has channels: --channels). NCCL's
+ring moves the same bytes and adds the GPU's work and its own proxy, so its busbw cannot exceed
+it.
 
   scripts/ceiling-report.py --gpu-bench OUT/bench/bench.json \\
       --ceiling 2=OUT/ceiling/ring-traffic-n2.json --ceiling 3=... --ceiling 4=...
@@ -14,10 +16,12 @@ Prints, per rank count and size, Mesh busbw, Socket busbw, the ceiling's busbw (
 plain-TCP ring in the same run), Mesh / ceiling and Mesh / Socket, then one line per rank count
 
   TARGET all_reduce N ranks: Mesh busbw at >= 64 MiB NN% of the ring-traffic ceiling
-         (target >= 90%): met|NOT met
+         (target >= 90%): met|NOT met|NOT a ceiling: ...
 
 (the mean of Mesh's busbw over the sizes >= 64 MiB both have, divided by the ceiling's mean
-over the same sizes). Like the bench's other TARGET lines it is reported, not failed: exit
+over the same sizes). Above 110% the ceiling run did not move NCCL's traffic and the line says
+so instead of "met": on an H200 (docs/benchmarks/h200-2026-11-27) NCCL's 2-channel all_reduce
+reached 124-163% of a one-connection, step-by-step ring-traffic. Like the bench's other TARGET lines it is reported, not failed: exit
 status 1 only when an input is missing or unreadable."""
 import argparse
 import json
@@ -25,6 +29,8 @@ import sys
 
 BIG = 64 << 20
 TARGET = 0.9
+# Above this Mesh / ceiling the ceiling is not one (run-to-run noise stays well inside 10%).
+ABOVE = 1.1
 
 
 def fmt_size(n):
@@ -106,9 +112,15 @@ def main():
                            f"NOT measured")
             continue
         frac = sum(mesh[b] for b in big) / sum(ceil[b][0] for b in big)
+        if frac > ABOVE:
+            # NCCL cannot move more than the plugin alone with the same traffic: the run that
+            # measured this "ceiling" did not move NCCL's traffic (channels, pipelining).
+            verdict = (f"NOT a ceiling: NCCL over Mesh moved {frac - 1:.0%} more than the "
+                       f"ring-traffic run (does it use NCCL's channel count?)")
+        else:
+            verdict = "met" if frac >= TARGET else "NOT met"
         targets.append(f"all_reduce {n} ranks: Mesh busbw at >= 64 MiB {frac:.0%} of the "
-                       f"ring-traffic ceiling (target >= {TARGET:.0%}): "
-                       f"{'met' if frac >= TARGET else 'NOT met'}")
+                       f"ring-traffic ceiling (target >= {TARGET:.0%}): {verdict}")
     print()
     for t in targets:
         print(f"TARGET {t}")

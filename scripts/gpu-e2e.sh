@@ -39,7 +39,9 @@
 # once, plus the bench's plain-TCP ring of the same run) into ceiling/ring-traffic-nN.json, then
 # scripts/ceiling-report.py prints Mesh / ceiling next to Mesh / Socket per size and the line
 # `TARGET all_reduce N ranks: Mesh busbw at >= 64 MiB NN% of the ring-traffic ceiling (target
-# >= 90%)`. Knobs: CEILING_SIZES (1K..512M, the bench's sizes), CEILING (0: skip the step).
+# >= 90%)` ("NOT a ceiling" above 110%: the first run, step by step on one connection, was
+# outrun by NCCL's 2 channels). Knobs: CEILING_SIZES (1K..512M, the bench's sizes),
+# CEILING_CHANNELS (2: connections per neighbour, NCCL's channel count), CEILING (0: skip).
 # The bench step's own targets include `never slower than Socket at any size` per collective
 # and rank count (tests/gpu/README.md).
 # A step whose ranks failed for want of a relay ("no common subnet": a plugin built without it,
@@ -323,14 +325,16 @@ if ((BUILT)); then
   # ---- the rig's ceiling (issue 28): the plugin alone with a ring all-reduce's traffic ---------
   if [[ ${CEILING:-1} != 0 ]]; then
     BENCH_RANKS=${BENCH_RANKS:-2,3,4}
-    export MESH_BENCH PLUGIN BENCH_RANKS CEILING_SIZES
+    export MESH_BENCH PLUGIN BENCH_RANKS CEILING_SIZES CEILING_CHANNELS
     ceiling() {
       local n rc=0 args=()
       mkdir -p "$OUT/ceiling"
       for n in ${BENCH_RANKS//,/ }; do
         echo "-- ring-traffic, $n ranks"
         # Same loopback as NCCL's ranks (NCCL_MESH_IFNAME=lo in the bench's local mode).
+        # NCCL's channels (2 in the bench's runs: "2 coll channels" in its rank logs).
         "$MESH_BENCH" --plugin "$PLUGIN" --nranks "$n" --pattern ring-traffic \
+          --channels "${CEILING_CHANNELS:-2}" \
           --sizes "${CEILING_SIZES:-1K,64K,256K,1M,4M,16M,64M,128M,256M,512M}" --warmup 1 \
           --timeout 60 --json "$OUT/ceiling/ring-traffic-n$n.json" || rc=1
         args+=(--ceiling "$n=$OUT/ceiling/ring-traffic-n$n.json")

@@ -65,24 +65,30 @@ Arena::Arena(Context& ctx, size_t bytes) : ctx_(ctx), size_(bytes == 0 ? 4096 : 
   }
   base_ = static_cast<uint8_t*>(p);
   std::memset(base_, 0, size_);  // pre-fault every page outside the timed loops
-  send_mh_.assign(ctx.links.size(), nullptr);
-  recv_mh_.assign(ctx.links.size(), nullptr);
-  for (auto& l : ctx.links) {
-    if (l.peer < 0) continue;
-    send_mh_[static_cast<size_t>(l.peer)] = ctx.net->reg_mr(l.send_comm, base_, size_, l.peer);
-    recv_mh_[static_cast<size_t>(l.peer)] = ctx.net->reg_mr(l.recv_comm, base_, size_, l.peer);
+  const int channels = ctx.channels();
+  send_mh_.assign(static_cast<size_t>(channels * ctx.nranks), nullptr);
+  recv_mh_.assign(static_cast<size_t>(channels * ctx.nranks), nullptr);
+  for (int ch = 0; ch < channels; ++ch) {
+    for (int peer = 0; peer < ctx.nranks; ++peer) {
+      if (peer == ctx.rank) continue;
+      PeerLink& l = ctx.link(peer, ch);
+      const auto i = static_cast<size_t>(ch * ctx.nranks + peer);
+      send_mh_[i] = ctx.net->reg_mr(l.send_comm, base_, size_, peer);
+      recv_mh_[i] = ctx.net->reg_mr(l.recv_comm, base_, size_, peer);
+    }
   }
 }
 
 void Arena::release() {
-  for (auto& l : ctx_.links) {
-    if (l.peer < 0) continue;
-    auto& s = send_mh_[static_cast<size_t>(l.peer)];
-    auto& r = recv_mh_[static_cast<size_t>(l.peer)];
-    if (s != nullptr) ctx_.net->dereg_mr(l.send_comm, s, l.peer);
-    if (r != nullptr) ctx_.net->dereg_mr(l.recv_comm, r, l.peer);
-    s = nullptr;
-    r = nullptr;
+  for (int ch = 0; ch < ctx_.channels(); ++ch) {
+    for (int peer = 0; peer < ctx_.nranks; ++peer) {
+      if (peer == ctx_.rank) continue;
+      PeerLink& l = ctx_.link(peer, ch);
+      const auto i = static_cast<size_t>(ch * ctx_.nranks + peer);
+      if (send_mh_[i] != nullptr) ctx_.net->dereg_mr(l.send_comm, send_mh_[i], peer);
+      if (recv_mh_[i] != nullptr) ctx_.net->dereg_mr(l.recv_comm, recv_mh_[i], peer);
+      send_mh_[i] = recv_mh_[i] = nullptr;
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 // decide the exit code. setup() builds it, teardown() closes it in the order NCCL would.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -59,7 +60,10 @@ struct Context {
   std::vector<std::string> hosts;                    // per rank
   std::vector<std::vector<std::string>> rank_addrs;  // per rank: its mesh addresses ("a.b.c.d")
   std::vector<PeerLink> links;                       // index = peer rank; links[rank] unused
-  std::vector<std::string> path_lines;               // this rank's "which cable" lines
+  // ring-traffic --channels C: the connections of channels 1..C-1 to each peer, index
+  // (channel - 1) * nranks + peer (channel 0 is `links`).
+  std::vector<PeerLink> channel_links;
+  std::vector<std::string> path_lines;  // this rank's "which cable" lines
 
   uint64_t mismatches = 0;
 
@@ -70,6 +74,19 @@ struct Context {
   bool closed = false;  // close_and_report() ran
 
   PeerLink& link(int peer) { return links[static_cast<size_t>(peer)]; }
+  PeerLink& link(int peer, int channel) {
+    return channel == 0 ? link(peer)
+                        : channel_links[static_cast<size_t>((channel - 1) * nranks + peer)];
+  }
+  int channels() const { return 1 + static_cast<int>(channel_links.size()) / std::max(nranks, 1); }
+  // Every link to a peer, of every channel (for setup and teardown loops).
+  std::vector<PeerLink*> all_links() {
+    std::vector<PeerLink*> all;
+    for (auto* v : {&links, &channel_links})
+      for (auto& l : *v)
+        if (l.peer >= 0) all.push_back(&l);
+    return all;
+  }
   bool has_tcp(int peer) const { return static_cast<bool>(links[static_cast<size_t>(peer)].tcp); }
 
   // "[rank R] ..." on stderr unless --quiet.
@@ -99,14 +116,17 @@ class Arena {
   void release();
   uint8_t* data() const { return base_; }
   size_t size() const { return size_; }
-  void* send_mh(int peer) const { return send_mh_[static_cast<size_t>(peer)]; }
-  void* recv_mh(int peer) const { return recv_mh_[static_cast<size_t>(peer)]; }
+  void* send_mh(int peer, int channel = 0) const { return mh(send_mh_, peer, channel); }
+  void* recv_mh(int peer, int channel = 0) const { return mh(recv_mh_, peer, channel); }
 
  private:
+  void* mh(const std::vector<void*>& v, int peer, int channel) const {
+    return v[static_cast<size_t>(channel * ctx_.nranks + peer)];
+  }
   Context& ctx_;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
-  std::vector<void*> send_mh_;
+  std::vector<void*> send_mh_;  // index channel * nranks + peer
   std::vector<void*> recv_mh_;
 };
 

@@ -40,12 +40,17 @@ PATTERNS
                   directions at once and reports the aggregate bandwidth.
   ring-allreduce  float32 sum over all ranks: ring reduce-scatter + all-gather over the plugin,
                   result checked; reports time, algbw and busbw = algbw * 2(N-1)/N.
-  ring-traffic    The same 2(N-1) ring steps with the same messages, every rank sending to its
-                  successor while receiving from its predecessor, N at once, but no reduction
-                  on the CPU: the ceiling of a ring all-reduce over this transport on this
-                  host (NCCL reduces on the GPU, so its ring moves exactly this traffic). The
-                  result is checked (each chunk must hold its owner's input). Compare NCCL's
-                  all_reduce busbw with this pattern's busbw at the same size and rank count.
+  ring-traffic    The traffic of a ring all-reduce, every rank sending to its successor while
+                  receiving from its predecessor, N at once, but no reduction on the CPU: the
+                  ceiling of NCCL's ring all-reduce over this transport on this host (NCCL
+                  reduces on the GPU, so its ring moves exactly this traffic). Pipelined as
+                  NCCL's ring is: a --slice-bytes slice of step s+1 leaves as soon as the same
+                  slice of step s has arrived (no stop between the 2(N-1) steps), and with
+                  --channels C every chunk is split over C connections per neighbour, all
+                  progressed by one thread (NCCL's channels and proxy thread). The TCP ring of
+                  the same run goes step by step. The result is checked (each chunk must hold
+                  its owner's input). Compare NCCL's all_reduce busbw with this pattern's busbw
+                  at the same size, rank count and channels.
   gin-put         The pairs pattern over the plugin's GIN table (ncclGinPlugin_v13 of the same
                   library, as NCCL's GIN proxy drives it: collective connect of all ranks,
                   symmetric registrations, iput, test): the sender puts --iters messages into
@@ -187,6 +192,11 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
                  "ring patterns: pipeline slice of a ring step over the plugin")
       ->capture_default_str()
       ->check(size_check);
+  app.add_option("--channels", opt.channels,
+                 "ring-traffic: connections per ring neighbour, each with its share of every "
+                 "chunk (NCCL's channels)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
   app.add_flag("--verify,!--no-verify", opt.verify,
                "Check every received byte (default on); a mismatch exits with code 2");
   app.add_flag("!--no-tcp-baseline", opt.tcp_baseline, "Skip the plain TCP comparison");
@@ -253,6 +263,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
     }
     if (s == 0) return fail("message sizes must be at least 1 byte");
   }
+  if (opt.channels > 1 && opt.pattern != Pattern::kRingTraffic)
+    return fail("--channels works with --pattern ring-traffic only");
   if (opt.duration > 0) {
     if (opt.sizes.size() != 1) return fail("--duration streams one size: give one --sizes value");
     if (opt.pattern != Pattern::kPairs) return fail("--duration works with --pattern pairs only");

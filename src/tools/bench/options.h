@@ -46,6 +46,7 @@ struct Options {
   std::string buffer_bytes_text = "256M";
   std::string latency_max_text = "64K";
   std::string slice_text = "512K";
+  int channels = 1;  // ring-traffic: connections per ring neighbour (NCCL's channels)
   bool verify = true;
   bool tcp_baseline = true;
   double duration = 0;

@@ -35,6 +35,14 @@ size_t chunk_begin(size_t count, int n, int c) {
   return count * static_cast<size_t>(c) / static_cast<size_t>(n);
 }
 
+// The ring's neighbours of this rank.
+int ring_next(const Context& ctx) {
+  return (ctx.rank + 1) % ctx.nranks;
+}
+int ring_prev(const Context& ctx) {
+  return (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+}
+
 void add_into(float* dst, const float* src, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] += src[i];
 }
@@ -59,8 +67,8 @@ class PluginRing final : public RingTransport {
  public:
   PluginRing(Context& ctx, const Arena& arena, const RingBuffers& buf)
       : ctx_(ctx), arena_(arena), buf_(buf) {
-    next_ = (ctx.rank + 1) % ctx.nranks;
-    prev_ = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+    next_ = ring_next(ctx);
+    prev_ = ring_prev(ctx);
     slice_floats_ = static_cast<size_t>(ctx.opt.slice_bytes / 4);
     window_ = std::max(
         1, std::min(ctx.opt.window, static_cast<int>(buf.tmp_bytes / (slice_floats_ * 4))));
@@ -152,8 +160,8 @@ class PluginRing final : public RingTransport {
 class TcpRing final : public RingTransport {
  public:
   TcpRing(Context& ctx, const RingBuffers& buf) : ctx_(ctx), buf_(buf) {
-    next_ = (ctx.rank + 1) % ctx.nranks;
-    prev_ = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+    next_ = ring_next(ctx);
+    prev_ = ring_prev(ctx);
   }
   const char* name() const override { return "tcp"; }
 
@@ -200,6 +208,187 @@ void allreduce(Context& ctx, RingTransport& t, const RingBuffers& buf, size_t co
   }
 }
 
+// One all-reduce as a run_ring() transport does it: by steps over a RingTransport, or (the
+// plugin in ring-traffic) pipelined across steps and channels.
+class RingRun {
+ public:
+  virtual ~RingRun() = default;
+  virtual const char* name() const = 0;
+  virtual void allreduce(size_t count) = 0;
+};
+
+class SteppedRun final : public RingRun {
+ public:
+  SteppedRun(Context& ctx, std::unique_ptr<RingTransport> t, const RingBuffers& buf,
+             bool arithmetic)
+      : ctx_(ctx), t_(std::move(t)), buf_(buf), arithmetic_(arithmetic) {}
+  const char* name() const override { return t_->name(); }
+  void allreduce(size_t count) override {
+    mesh::bench::allreduce(ctx_, *t_, buf_, count, arithmetic_);
+  }
+
+ private:
+  Context& ctx_;
+  std::unique_ptr<RingTransport> t_;
+  RingBuffers buf_;
+  bool arithmetic_;
+};
+
+// ring-traffic over the plugin the way NCCL's ring runs: on each channel (its own send comm to
+// the next rank and receive comm from the previous one) the 2(N-1) steps are one stream of
+// slices each way, and slice k of step s+1 leaves once slice k of step s has arrived: the chunk
+// a step sends is the chunk the step before received (reduced, in the reduce-scatter; in the
+// all-gather forwarded as it came). So each channel's window stays full across step
+// boundaries. Every chunk is split over the channels, and one loop progresses all of them.
+class PipelinedTrafficRun final : public RingRun {
+ public:
+  PipelinedTrafficRun(Context& ctx, const Arena& arena, const RingBuffers& buf)
+      : ctx_(ctx), arena_(arena), buf_(buf) {
+    next_ = ring_next(ctx);
+    prev_ = ring_prev(ctx);
+    slice_floats_ = static_cast<size_t>(ctx.opt.slice_bytes / 4);
+    channels_ = ctx.channels();
+    // The reduce-scatter's slices land in tmp, one slot per window entry of each channel.
+    const size_t slots = buf.tmp_bytes / (slice_floats_ * 4) / static_cast<size_t>(channels_);
+    window_ = std::max<size_t>(1, std::min(static_cast<size_t>(ctx.opt.window), slots));
+  }
+  const char* name() const override { return "plugin"; }
+
+  void allreduce(size_t count) override {
+    std::vector<Channel> chans(static_cast<size_t>(channels_));
+    for (int c = 0; c < channels_; ++c) plan(chans[static_cast<size_t>(c)], c, count);
+    Waiter waiter(ctx_.opt.timeout, prev_, [&] {
+      std::string s = "pipelined ring traffic:";
+      for (size_t c = 0; c < chans.size(); ++c)
+        s += fmt::format(
+            " channel {} sent {} of {} slices to rank {}, received {} of {} from "
+            "rank {};",
+            c, chans[c].s_done, chans[c].sends.size(), next_, chans[c].r_done,
+            chans[c].recvs.size(), prev_);
+      return s;
+    });
+    for (;;) {
+      bool moved = false, pending = false;
+      for (Channel& ch : chans) {
+        moved |= progress(ch);
+        pending |= ch.s_done < ch.sends.size() || ch.r_done < ch.recvs.size();
+      }
+      if (!pending) return;
+      moved ? waiter.progressed() : waiter.idle();
+    }
+  }
+
+ private:
+  struct Slice {
+    float* ptr;
+    size_t floats;
+    size_t after;  // a send leaves once this many receives are done (0: at once)
+  };
+  struct Channel {
+    int index = 0;
+    std::vector<Slice> sends, recvs;
+    size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
+    std::vector<void*> s_req, r_req;
+  };
+
+  // Channel c's part of chunk `chunk`: [begin, end) of the buffer's floats.
+  std::pair<size_t, size_t> part(size_t count, int chunk, int c) const {
+    const size_t b = chunk_begin(count, ctx_.nranks, chunk);
+    const size_t e = chunk_begin(count, ctx_.nranks, chunk + 1);
+    const auto ch = static_cast<size_t>(channels_);
+    return {b + (e - b) * static_cast<size_t>(c) / ch,
+            b + (e - b) * static_cast<size_t>(c + 1) / ch};
+  }
+
+  // The same chunks as allreduce() without arithmetic, cut into slices, with each send's
+  // dependency on the receive of the same slice one step earlier.
+  void plan(Channel& ch, int c, size_t count) {
+    const int n = ctx_.nranks;
+    const int r = ctx_.rank;
+    ch.index = c;
+    float* tmp = buf_.tmp + static_cast<size_t>(c) * window_ * slice_floats_;
+    size_t prev_recv_start = 0;  // index of the previous step's first receive
+    for (int s = 0; s < 2 * (n - 1); ++s) {
+      const bool rs = s < n - 1;
+      const int t = s - (n - 1);
+      const int send_chunk = rs ? ((r - s) % n + n) % n : ((r + 1 - t) % n + n) % n;
+      const int recv_chunk = rs ? ((r - s - 1) % n + n) % n : ((r - t) % n + n) % n;
+      // ring-traffic sends its own input in the reduce-scatter and in the all-gather's first
+      // step, and forwards what arrived (in place in recv) after that.
+      const float* from = (rs || t == 0) ? buf_.send : buf_.recv;
+      const auto [sb, se] = part(count, send_chunk, c);
+      const auto [rb, re] = part(count, recv_chunk, c);
+      for (size_t k = 0; sb + k * slice_floats_ < se; ++k) {
+        const size_t at = sb + k * slice_floats_;
+        ch.sends.push_back({const_cast<float*>(from) + at, std::min(slice_floats_, se - at),
+                            s == 0 ? 0 : prev_recv_start + k + 1});
+      }
+      prev_recv_start = ch.recvs.size();
+      for (size_t k = 0; rb + k * slice_floats_ < re; ++k) {
+        const size_t at = rb + k * slice_floats_;
+        // Reduce-scatter slices are dropped into the channel's window slots.
+        float* into = rs ? tmp + (ch.recvs.size() % window_) * slice_floats_ : buf_.recv + at;
+        ch.recvs.push_back({into, std::min(slice_floats_, re - at), 0});
+      }
+    }
+    ch.s_req.assign(window_, nullptr);
+    ch.r_req.assign(window_, nullptr);
+  }
+
+  bool progress(Channel& ch) {
+    bool moved = false;
+    PeerLink& out = ctx_.link(next_, ch.index);
+    PeerLink& in = ctx_.link(prev_, ch.index);
+    while (ch.r_posted < ch.recvs.size() && ch.r_posted - ch.r_done < window_) {
+      const Slice& sl = ch.recvs[ch.r_posted];
+      void* req = ctx_.net->irecv(in.recv_comm, sl.ptr, sl.floats * 4, prev_,
+                                  arena_.recv_mh(prev_, ch.index), prev_);
+      if (req == nullptr) break;
+      ch.r_req[ch.r_posted % window_] = req;
+      ++ch.r_posted;
+      moved = true;
+    }
+    while (ch.s_posted < ch.sends.size() && ch.s_posted - ch.s_done < window_ &&
+           ch.sends[ch.s_posted].after <= ch.r_done) {
+      const Slice& sl = ch.sends[ch.s_posted];
+      void* req = ctx_.net->isend(out.send_comm, sl.ptr, sl.floats * 4, ctx_.rank,
+                                  arena_.send_mh(next_, ch.index), next_);
+      if (req == nullptr) break;
+      ch.s_req[ch.s_posted % window_] = req;
+      ++ch.s_posted;
+      moved = true;
+    }
+    while (ch.s_done < ch.s_posted) {
+      int size = 0;
+      if (!ctx_.net->test(ch.s_req[ch.s_done % window_], &size, next_)) break;
+      ++ch.s_done;
+      moved = true;
+    }
+    while (ch.r_done < ch.r_posted) {
+      int size = 0;
+      if (!ctx_.net->test(ch.r_req[ch.r_done % window_], &size, prev_)) break;
+      const size_t want = ch.recvs[ch.r_done].floats * 4;
+      if (static_cast<size_t>(size) != want) {
+        ctx_.report_failure(fmt::format(
+            "pipelined ring traffic, channel {}: slice {} from rank {} has {} bytes, expected {}",
+            ch.index, ch.r_done, prev_, size, want));
+      }
+      ++ch.r_done;
+      moved = true;
+    }
+    return moved;
+  }
+
+  Context& ctx_;
+  const Arena& arena_;
+  RingBuffers buf_;
+  int next_ = 0;
+  int prev_ = 0;
+  size_t slice_floats_ = 0;
+  int channels_ = 1;
+  size_t window_ = 1;
+};
+
 // ring-traffic: whose input chunk c holds at the end. The all-gather's first step sends the
 // chunk a rank completed in the reduce-scatter (rank r: chunk r+1), which without arithmetic is
 // its own input; everyone then forwards what it received, so chunk c is rank c-1's input. A
@@ -244,10 +433,11 @@ std::vector<Row> run_ring(Context& ctx) {
   const uint64_t chunk_max = (max_bytes / 4 + static_cast<uint64_t>(ctx.nranks) - 1) /
                              static_cast<uint64_t>(ctx.nranks) * 4;
   const uint64_t io_bytes = round_up(max_bytes, kPage);
+  // tmp: a stepped reduce-scatter's incoming chunk, or each channel's window of slices.
+  const uint64_t window_bytes = std::min(static_cast<uint64_t>(opt.window) * opt.slice_bytes,
+                                         std::max(opt.buffer_bytes, opt.slice_bytes));
   const uint64_t tmp_bytes =
-      round_up(std::max(chunk_max, std::min(static_cast<uint64_t>(opt.window) * opt.slice_bytes,
-                                            std::max(opt.buffer_bytes, opt.slice_bytes))),
-               kPage);
+      round_up(std::max(chunk_max, window_bytes * static_cast<uint64_t>(opt.channels)), kPage);
   Arena arena(ctx, 2 * io_bytes + tmp_bytes);
   RingBuffers buf;
   buf.send = reinterpret_cast<float*>(arena.data());
@@ -255,16 +445,22 @@ std::vector<Row> run_ring(Context& ctx) {
   buf.tmp = reinterpret_cast<float*>(arena.data() + 2 * io_bytes);
   buf.tmp_bytes = tmp_bytes;
 
-  std::vector<std::unique_ptr<RingTransport>> transports;
-  transports.push_back(std::make_unique<PluginRing>(ctx, arena, buf));
+  std::vector<std::unique_ptr<RingRun>> transports;
+  if (arithmetic) {
+    transports.push_back(std::make_unique<SteppedRun>(
+        ctx, std::make_unique<PluginRing>(ctx, arena, buf), buf, arithmetic));
+  } else {
+    transports.push_back(std::make_unique<PipelinedTrafficRun>(ctx, arena, buf));
+  }
   if (opt.tcp_baseline) {
     // TCP runs only if every rank has its sockets to both ring neighbours.
-    const int next = (ctx.rank + 1) % ctx.nranks;
-    const int prev = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+    const int next = ring_next(ctx);
+    const int prev = ring_prev(ctx);
     const bool mine = ctx.has_tcp(next) && ctx.has_tcp(prev);
     const auto all = ctx.rdv->allgather(mine ? "1" : "0");
     if (std::all_of(all.begin(), all.end(), [](const std::string& s) { return s == "1"; })) {
-      transports.push_back(std::make_unique<TcpRing>(ctx, buf));
+      transports.push_back(
+          std::make_unique<SteppedRun>(ctx, std::make_unique<TcpRing>(ctx, buf), buf, arithmetic));
     } else if (ctx.rank == 0) {
       fmt::print(stderr,
                  "{}: a rank has no TCP path to its ring neighbours; TCP "
@@ -295,7 +491,7 @@ std::vector<Row> run_ring(Context& ctx) {
         ++round;
         if (opt.verify || i == 0) fill_allreduce_input(buf.send, count, ctx.rank, round);
         if (opt.verify) std::memset(buf.tmp, 0xff, buf.tmp_bytes);  // NaN: stale data shows
-        allreduce(ctx, *t, buf, count, arithmetic);
+        t->allreduce(count);
         if (opt.verify) check_result(ctx, t->name(), buf, count, round, arithmetic);
       }
       ++round;
@@ -303,7 +499,7 @@ std::vector<Row> run_ring(Context& ctx) {
       std::memset(buf.tmp, 0xff, buf.tmp_bytes);
       ctx.rdv->barrier();  // start the timed loop together
       const auto t0 = Clock::now();
-      for (int i = 0; i < plan.iters; ++i) allreduce(ctx, *t, buf, count, arithmetic);
+      for (int i = 0; i < plan.iters; ++i) t->allreduce(count);
       const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       if (opt.verify) check_result(ctx, t->name(), buf, count, round, arithmetic);
       Measurement m;

@@ -85,8 +85,8 @@ void connect_plugin(Context& ctx) {
   if (ctx.opt.duration > 0) pause.emplace();
   Waiter w(ctx.opt.timeout, -1, [&ctx] {
     std::string s;
-    for (const auto& l : ctx.links) {
-      if (l.peer < 0) continue;
+    for (const PeerLink* lp : ctx.all_links()) {
+      const PeerLink& l = *lp;
       if (l.send_comm == nullptr) s += fmt::format(" connect(to {})", l.peer);
       if (l.recv_comm == nullptr) s += fmt::format(" accept(from {})", l.peer);
     }
@@ -95,8 +95,8 @@ void connect_plugin(Context& ctx) {
   for (;;) {
     bool pending = false;
     bool moved = false;
-    for (auto& l : ctx.links) {
-      if (l.peer < 0) continue;
+    for (PeerLink* lp : ctx.all_links()) {
+      PeerLink& l = *lp;
       // Each call's lines replace the last call's: the call that returns the comm logs its route.
       if (l.send_comm == nullptr) {
         l.send_log.clear();
@@ -208,6 +208,14 @@ void setup(Context& ctx) {
   for (int p = 0; p < ctx.nranks; ++p) {
     if (p != ctx.rank) ctx.link(p).peer = p;
   }
+  // --channels: more connections to every peer, as NCCL opens one per channel.
+  ctx.channel_links.clear();
+  ctx.channel_links.resize(static_cast<size_t>((opt.channels - 1) * ctx.nranks));
+  for (int ch = 1; ch < opt.channels; ++ch) {
+    for (int p = 0; p < ctx.nranks; ++p) {
+      if (p != ctx.rank) ctx.link(p, ch).peer = p;
+    }
+  }
   ctx.local_net = discover_local_net();
   load_plugin(ctx);
 
@@ -226,12 +234,19 @@ void setup(Context& ctx) {
   Rendezvous* rdv = ctx.rdv.get();
   set_peer_watch([rdv] { rdv->check_peers(); });
 
-  // One listenComm per peer; its handle travels through the rendezvous.
+  // One listenComm per peer and channel; its handle travels through the rendezvous, named
+  // "PEER" (channel 0) or "PEER/CHANNEL".
+  auto handle_key = [](int peer, int ch) {
+    return ch == 0 ? std::to_string(peer) : fmt::format("{}/{}", peer, ch);
+  };
   json handles = json::object();
-  for (auto& l : ctx.links) {
-    if (l.peer < 0) continue;
-    l.listen_comm = ctx.net->listen(opt.dev, l.listen_handle.data(), l.peer);
-    handles[std::to_string(l.peer)] = to_hex(l.listen_handle.data(), l.listen_handle.size());
+  for (int ch = 0; ch < opt.channels; ++ch) {
+    for (int p = 0; p < ctx.nranks; ++p) {
+      if (p == ctx.rank) continue;
+      PeerLink& l = ctx.link(p, ch);
+      l.listen_comm = ctx.net->listen(opt.dev, l.listen_handle.data(), p);
+      handles[handle_key(p, ch)] = to_hex(l.listen_handle.data(), l.listen_handle.size());
+    }
   }
   Fd tcp_listener;
   uint16_t tcp_port = 0;
@@ -257,8 +272,10 @@ void setup(Context& ctx) {
     auto& addrs = ctx.rank_addrs.emplace_back();
     for (const auto& i : b.at("ifaces")) addrs.push_back(format_ipv4(i.at("addr").get<uint32_t>()));
     if (p == ctx.rank) continue;
-    from_hex(b.at("handles").at(std::to_string(ctx.rank)).get<std::string>(),
-             ctx.link(p).connect_handle.data(), NCCL_NET_HANDLE_MAXSIZE);
+    for (int ch = 0; ch < opt.channels; ++ch) {
+      from_hex(b.at("handles").at(handle_key(ctx.rank, ch)).get<std::string>(),
+               ctx.link(p, ch).connect_handle.data(), NCCL_NET_HANDLE_MAXSIZE);
+    }
   }
 
   if (opt.connect_delay > 0) {
@@ -284,8 +301,8 @@ void teardown(Context& ctx) {
     close_and_report(ctx, false);
     return;
   }
-  for (auto& l : ctx.links) {
-    if (l.peer < 0) continue;
+  for (PeerLink* lp : ctx.all_links()) {
+    PeerLink& l = *lp;
     if (l.send_comm != nullptr) ctx.net->close_send(l.send_comm, l.peer);
     if (l.recv_comm != nullptr) ctx.net->close_recv(l.recv_comm, l.peer);
     if (l.listen_comm != nullptr) ctx.net->close_listen(l.listen_comm, l.peer);
@@ -311,8 +328,8 @@ void close_and_report(Context& ctx, bool after_failure) {
     }
     comm = nullptr;
   };
-  for (auto& l : ctx.links) {
-    if (l.peer < 0) continue;
+  for (PeerLink* lp : ctx.all_links()) {
+    PeerLink& l = *lp;
     close_one(l.send_comm, l.peer, &Plugin::close_send);
     close_one(l.recv_comm, l.peer, &Plugin::close_recv);
     close_one(l.listen_comm, l.peer, &Plugin::close_listen);
