@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "metrics.h"
@@ -255,8 +256,15 @@ class PipelinedTrafficRun final : public RingRun {
   const char* name() const override { return "plugin"; }
 
   void allreduce(size_t count) override {
-    std::vector<Channel> chans(static_cast<size_t>(channels_));
-    for (int c = 0; c < channels_; ++c) plan(chans[static_cast<size_t>(c)], c, count);
+    // The slice plan depends on the size only: made once per size, outside the timed loop's
+    // work; each all-reduce starts its counters afresh.
+    if (count != planned_count_) {
+      chans_.assign(static_cast<size_t>(channels_), Channel{});
+      for (int c = 0; c < channels_; ++c) plan(chans_[static_cast<size_t>(c)], c, count);
+      planned_count_ = count;
+    }
+    std::vector<Channel>& chans = chans_;
+    for (Channel& ch : chans) ch.s_posted = ch.s_done = ch.r_posted = ch.r_done = 0;
     Waiter waiter(ctx_.opt.timeout, prev_, [&] {
       std::string s = "pipelined ring traffic:";
       for (size_t c = 0; c < chans.size(); ++c)
@@ -387,6 +395,8 @@ class PipelinedTrafficRun final : public RingRun {
   size_t slice_floats_ = 0;
   int channels_ = 1;
   size_t window_ = 1;
+  std::vector<Channel> chans_;
+  size_t planned_count_ = SIZE_MAX;
 };
 
 // ring-traffic: whose input chunk c holds at the end. The all-gather's first step sends the
