@@ -85,8 +85,9 @@ def print_ring(plugins, rows):
             tt = [r["tcp_time_us"] for r in sel if r.get("tcp_time_us")]
             ratios = [r["plugin_time_us"] / r["tcp_time_us"] for r in sel if r.get("tcp_time_us")]
             if not ratios:
+                # --no-tcp-baseline (plugin alone, e.g. sustained runs): the range of its times.
                 print(f"| {name} | {nranks} | {fmt_size(size)} | {statistics.median(pt):.1f} "
-                      f"| - | - | - |")
+                      f"({min(pt):.1f}-{max(pt):.1f}) | - | - | - |")
                 continue
             ok = sum(1 for x in ratios if x <= 1.0)
             print(f"| {name} | {nranks} | {fmt_size(size)} | {statistics.median(pt):.1f} "

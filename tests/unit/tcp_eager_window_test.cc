@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -66,6 +67,72 @@ TEST(PeerWindow, AFreshLoopbackConnectionHasRoomAndASocketPairHasNone) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
   UniqueFd u0(fds[0]), u1(fds[1]);
   EXPECT_FALSE(peer_window_room(u0.get(), &room)) << "a UNIX socket answered";
+}
+
+TEST(PeerWindow, ARememberedEdgeCoversWhatTheKernelPromisedAndNoMore) {
+  SKIP_WITHOUT_WINDOWS();
+  UniqueFd a, b;
+  ASSERT_NO_FATAL_FAILURE(tcp_pair(&a, &b));
+  WindowEdge edge;
+  EXPECT_FALSE(edge.covers(0, 1)) << "an edge never measured covered a byte";
+  uint64_t room = 0;
+  ASSERT_TRUE(edge.measure(a.get(), 0, &room));
+  ASSERT_GE(room, 16u * 1024);
+  EXPECT_TRUE(edge.covers(0, room));
+  EXPECT_FALSE(edge.covers(0, room + 1));
+  // Half of it sent: the same edge still covers the other half, without asking the kernel.
+  set_nonblocking(a.get(), true);
+  std::vector<uint8_t> data(room / 2, 7);
+  ASSERT_EQ(send(a.get(), data.data(), data.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(data.size()));
+  const uint64_t asked = peer_window_queries();
+  EXPECT_TRUE(edge.covers(data.size(), room - data.size()));
+  EXPECT_FALSE(edge.covers(data.size(), room - data.size() + 1));
+  EXPECT_EQ(peer_window_queries(), asked) << "covers() asked the kernel";
+  // A peer that reads nothing: once its window is full, a new measurement moves the edge no
+  // further than the bytes already sent.
+  uint64_t sent = data.size();
+  while (true) {
+    const ssize_t n = send(a.get(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) break;
+    sent += static_cast<uint64_t>(n);
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  do {  // the last ACK, with the closed window, may take a moment
+    ASSERT_TRUE(edge.measure(a.get(), sent, &room));
+  } while (room != 0 && Clock::now() < deadline);
+  EXPECT_EQ(room, 0u);
+  EXPECT_FALSE(edge.covers(sent, 1)) << "the edge moved past a full window";
+}
+
+// The eager-send check asks the kernel (two syscalls per socket) only when a message would pass
+// the edge it remembered; a flow of messages that fit goes on without asking per message. (It
+// used to ask for every socket of every message: 2 of the 4-5 syscalls a message cost on top of
+// its copies; measurements.md, issue 28.)
+TEST(TcpEagerWindow, TheKernelIsAskedOnlyWhenTheRememberedEdgeRunsOut) {
+  SKIP_WITHOUT_WINDOWS();
+  constexpr int kMessages = 256;
+  constexpr size_t kSize = 32 * 1024;
+  Endpoints e = connect_tcp(options(1024 * 1024));
+  const uint64_t before = peer_window_queries();
+  for (int i = 0; i < kMessages; ++i) {
+    auto msg = pattern(kSize, static_cast<uint8_t>(i));
+    std::vector<uint8_t> buf(kSize);
+    void* rreq = post_recv(*e.recv, buf);
+    void* sreq = post_send(*e.send, msg);
+    // Goes at once on window room; or (rarely: a window the receiver has not reopened yet)
+    // asks for its clear-to-send, which the posted receive answers.
+    ASSERT_NE(sreq, nullptr) << "message " << i << " neither went nor asked";
+    ASSERT_EQ(ncclSuccess, wait_done(*e.send, sreq)) << "message " << i;
+    ASSERT_EQ(ncclSuccess, wait_done(*e.recv, rreq)) << "message " << i;
+    ASSERT_EQ(buf, msg) << "message " << i;
+  }
+  const uint64_t asked = peer_window_queries() - before;
+  std::printf("%d messages of 32 KiB on window room: the kernel was asked %llu times\n", kMessages,
+              static_cast<unsigned long long>(asked));
+  EXPECT_GE(asked, 1u) << "the window was never measured: nothing went on window room";
+  EXPECT_LE(asked, static_cast<uint64_t>(kMessages / 4))
+      << "the sender still asks the kernel for (nearly) every socket of every message";
 }
 
 TEST(TcpEagerWindow, ALargerSendGoesBeforeTheClearToSendWhenTheWindowHasRoom) {

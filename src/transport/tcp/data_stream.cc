@@ -19,6 +19,7 @@ bool DataStream::push(const Part& part) {
   ring_[(head_ + count_) % ring_.size()] = part;
   ++count_;
   unmoved_bytes_.fetch_add(part.length, std::memory_order_acq_rel);
+  pushed_bytes_.fetch_add(part.length, std::memory_order_acq_rel);
   queued_.store(count_, std::memory_order_release);
   return true;
 }

@@ -49,6 +49,9 @@ class DataStream {
   // the eager-send check (tcp_connection.cc), which reads it before the socket's own queue, so
   // bytes moving between the two reads are counted twice, never missed.
   size_t unmoved_bytes() const { return unmoved_bytes_.load(std::memory_order_acquire); }
+  // Bytes ever queued by push(): with unmoved_bytes() (read first), how many the socket has
+  // taken, for the eager-send check's remembered window edge (peer_window.h WindowEdge).
+  uint64_t pushed_bytes() const { return pushed_bytes_.load(std::memory_order_acquire); }
   int fd() const { return fd_.get(); }
   // With an I/O pool: the connection's caller moves this stream's queue itself (one-part
   // messages, tcp_connection.cc), so its I/O thread leaves it alone and does not watch its
@@ -72,6 +75,7 @@ class DataStream {
   size_t done_ = 0;  // bytes of the head part already moved
   std::atomic<size_t> queued_{0};
   std::atomic<size_t> unmoved_bytes_{0};
+  std::atomic<uint64_t> pushed_bytes_{0};
   std::atomic<bool> caller_moves_{false};
 };
 

@@ -51,6 +51,7 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
     streams_.push_back(std::make_unique<DataStream>(std::move(fd), sender, index++, &failure_));
   }
   assisted_.assign(streams_.size(), false);
+  stream_edges_.resize(streams_.size());
   if (IoPool* pool = io_pool(options_.io_threads)) {
     for (auto& s : streams_) {
       owners_.push_back(pool->pick());
@@ -283,19 +284,27 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
     const size_t payload = q->inline_payload && !q->oversize ? q->size : 0;
     control += (kHeaderSize - q->header_done) + (payload - q->payload_done);
   }
-  if (!socket_has_room(control_.get(), control)) return false;
+  if (!socket_has_room(control_edge_, control_.get(), control_sent_, control)) return false;
   for (uint32_t i = 0; i < nparts; ++i) {
     // Parts of one message go to distinct streams (nparts <= streams).
-    const DataStream& s = *streams_[stream_of_part(i)];
-    const uint64_t need = part_range(size, nparts, i).length + s.unmoved_bytes();
-    if (!socket_has_room(s.fd(), need)) return false;
+    const size_t k = stream_of_part(i);
+    const DataStream& s = *streams_[k];
+    // Unmoved first: a byte an I/O thread sends before pushed_bytes() is read counts as unsent
+    // (more need, less sent), never the other way.
+    const uint64_t unmoved = s.unmoved_bytes();
+    const uint64_t sent = s.pushed_bytes() - unmoved;
+    const uint64_t need = part_range(size, nparts, i).length + unmoved;
+    if (!socket_has_room(stream_edges_[k], s.fd(), sent, need)) return false;
   }
   return true;
 }
 
-bool TcpConnection::socket_has_room(int fd, uint64_t need) {
+// `need` more bytes after the `sent` the socket has taken: within the edge remembered from an
+// earlier answer, no syscall; otherwise the kernel is asked again (peer_window.h WindowEdge).
+bool TcpConnection::socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need) {
+  if (edge.covers(sent, need)) return true;
   uint64_t room = 0;
-  if (!peer_window_room(fd, &room)) {
+  if (!edge.measure(fd, sent, &room)) {
     window_known_ = false;  // not TCP (a test's socketpair) or an old kernel: ask no more
     return false;
   }
@@ -448,6 +457,7 @@ bool TcpConnection::write_queued(uint8_t* queue, size_t* len) {
       return false;
     }
     done += static_cast<size_t>(n);
+    control_sent_ += static_cast<size_t>(n);
   }
   if (done > 0) {
     std::memmove(queue, queue + done, *len - done);
@@ -576,6 +586,7 @@ bool TcpConnection::progress_send(Request* r) {
       return false;
     }
     size_t moved = static_cast<size_t>(n);
+    control_sent_ += moved;
     const size_t h = std::min(moved, kHeaderSize - r->header_done);
     r->header_done += h;
     r->payload_done += moved - h;

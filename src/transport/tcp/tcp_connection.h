@@ -24,6 +24,7 @@
 #include "transport/failure_latch.h"
 #include "transport/tcp/data_stream.h"
 #include "transport/tcp/io_pool.h"
+#include "transport/tcp/peer_window.h"
 #include "transport/tcp/wire.h"
 
 namespace mesh::tcp {
@@ -163,10 +164,15 @@ class TcpConnection final : public Connection {
   // syscalls and NCCL retries isend in a tight loop; the clear-to-send follows anyway), and
   // never again once the kernel could not answer.
   bool windows_have_room(size_t size, uint32_t nparts);
-  bool socket_has_room(int fd, uint64_t need);
+  bool socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need);
   uint64_t window_outstanding_ = 0;
   std::array<bool, NCCL_NET_MAX_REQUESTS> on_window_{};
   bool window_known_ = true;
+  // The window edges last measured (peer_window.h): the control socket's, with the bytes this
+  // side wrote to it, and each data stream's (its bytes: DataStream::pushed_bytes).
+  WindowEdge control_edge_;
+  uint64_t control_sent_ = 0;
+  std::vector<WindowEdge> stream_edges_;
   bool window_asked_ = false;
   uint32_t window_asked_seq_ = 0;
 
