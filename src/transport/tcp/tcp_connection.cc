@@ -289,8 +289,9 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
     // Parts of one message go to distinct streams (nparts <= streams).
     const size_t k = stream_of_part(i);
     const DataStream& s = *streams_[k];
-    // Unmoved first: a byte an I/O thread sends before pushed_bytes() is read counts as unsent
-    // (more need, less sent), never the other way.
+    // Unmoved is read before the kernel is asked (in socket_has_room): a byte an I/O thread
+    // moves in between counts as unsent (more need, less sent, a smaller edge), never the other
+    // way. Only this thread pushes, so pushed_bytes() does not move meanwhile.
     const uint64_t unmoved = s.unmoved_bytes();
     const uint64_t sent = s.pushed_bytes() - unmoved;
     const uint64_t need = part_range(size, nparts, i).length + unmoved;
