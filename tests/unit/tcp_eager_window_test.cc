@@ -131,7 +131,11 @@ TEST(TcpEagerWindow, TheKernelIsAskedOnlyWhenTheRememberedEdgeRunsOut) {
   std::printf("%d messages of 32 KiB on window room: the kernel was asked %llu times\n", kMessages,
               static_cast<unsigned long long>(asked));
   EXPECT_GE(asked, 1u) << "the window was never measured: nothing went on window room";
-  EXPECT_LE(asked, static_cast<uint64_t>(kMessages / 4))
+  // The old check asked for both sockets of every message: 2 x 256 (510 measured). The edge
+  // is asked again when a stream's bytes pass it: with the loopback windows of 64 KiB or more
+  // that a drained receiver advertises, at most every other message on each of the two data
+  // streams (28-30 asks in a release build, 88-130 under ThreadSanitizer on a loaded host).
+  EXPECT_LE(asked, static_cast<uint64_t>(kMessages))
       << "the sender still asks the kernel for (nearly) every socket of every message";
 }
 
