@@ -44,6 +44,28 @@ uint32_t unsent_bytes(int fd) {
   return tcp_info_of(fd).tcpi_notsent_bytes;
 }
 
+// Writes to a non-blocking TCP socket whose peer reads nothing until it would block; returns the
+// bytes the socket took.
+uint64_t fill_until_blocked(int fd) {
+  std::vector<uint8_t> data(64 * 1024, 1);
+  uint64_t written = 0;
+  for (;;) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) return written;
+    written += static_cast<uint64_t>(n);
+  }
+}
+
+// The room peer_window_room() reports once it reads zero, or after 5 s (the last ACK, with the
+// closed window, may take a moment); false if the kernel did not answer.
+bool settled_room(int fd, uint64_t* room) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  do {
+    if (!peer_window_room(fd, room)) return false;
+  } while (*room != 0 && Clock::now() < deadline);
+  return true;
+}
+
 TEST(PeerWindow, AFreshLoopbackConnectionHasRoomAndASocketPairHasNone) {
   SKIP_WITHOUT_WINDOWS();
   UniqueFd a, b;
@@ -54,14 +76,9 @@ TEST(PeerWindow, AFreshLoopbackConnectionHasRoomAndASocketPairHasNone) {
   // A peer that reads nothing: once the window is full and bytes wait in the socket, the
   // room is zero (not the window's size).
   set_nonblocking(a.get(), true);
-  std::vector<uint8_t> data(64 * 1024, 1);
-  size_t written = 0;
-  while (send(a.get(), data.data(), data.size(), MSG_NOSIGNAL) > 0) written += data.size();
+  const uint64_t written = fill_until_blocked(a.get());
   ASSERT_GT(written, 0u);
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  do {  // the last ACK, with the closed window, may take a moment
-    ASSERT_TRUE(peer_window_room(a.get(), &room));
-  } while (room != 0 && Clock::now() < deadline);
+  ASSERT_TRUE(settled_room(a.get(), &room));
   EXPECT_EQ(room, 0u) << "room left with " << written << " bytes written to a peer that reads none";
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
@@ -91,24 +108,17 @@ TEST(PeerWindow, ARememberedEdgeCoversWhatTheKernelPromisedAndNoMore) {
   EXPECT_EQ(peer_window_queries(), asked) << "covers() asked the kernel";
   // A peer that reads nothing: once its window is full, a new measurement moves the edge no
   // further than the bytes already sent.
-  uint64_t sent = data.size();
-  while (true) {
-    const ssize_t n = send(a.get(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n <= 0) break;
-    sent += static_cast<uint64_t>(n);
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  do {  // the last ACK, with the closed window, may take a moment
-    ASSERT_TRUE(edge.measure(a.get(), sent, &room));
-  } while (room != 0 && Clock::now() < deadline);
+  const uint64_t sent = data.size() + fill_until_blocked(a.get());
+  ASSERT_TRUE(settled_room(a.get(), &room));
+  ASSERT_TRUE(edge.measure(a.get(), sent, &room));
   EXPECT_EQ(room, 0u);
   EXPECT_FALSE(edge.covers(sent, 1)) << "the edge moved past a full window";
 }
 
 // The eager-send check asks the kernel (two syscalls per socket) only when a message would pass
 // the edge it remembered; a flow of messages that fit goes on without asking per message. (It
-// used to ask for every socket of every message: 2 of the 4-5 syscalls a message cost on top of
-// its copies; measurements.md, issue 28.)
+// used to ask for both sockets of every message: 4 of the ~10 syscalls a message cost;
+// measurements.md, issue 28.)
 TEST(TcpEagerWindow, TheKernelIsAskedOnlyWhenTheRememberedEdgeRunsOut) {
   SKIP_WITHOUT_WINDOWS();
   constexpr int kMessages = 256;

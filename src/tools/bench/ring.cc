@@ -263,21 +263,20 @@ class PipelinedTrafficRun final : public RingRun {
       for (int c = 0; c < channels_; ++c) plan(chans_[static_cast<size_t>(c)], c, count);
       planned_count_ = count;
     }
-    std::vector<Channel>& chans = chans_;
-    for (Channel& ch : chans) ch.s_posted = ch.s_done = ch.r_posted = ch.r_done = 0;
+    for (Channel& ch : chans_) ch.s_posted = ch.s_done = ch.r_posted = ch.r_done = 0;
     Waiter waiter(ctx_.opt.timeout, prev_, [&] {
       std::string s = "pipelined ring traffic:";
-      for (size_t c = 0; c < chans.size(); ++c)
+      for (size_t c = 0; c < chans_.size(); ++c)
         s += fmt::format(
             " channel {} sent {} of {} slices to rank {}, received {} of {} from "
             "rank {};",
-            c, chans[c].s_done, chans[c].sends.size(), next_, chans[c].r_done,
-            chans[c].recvs.size(), prev_);
+            c, chans_[c].s_done, chans_[c].sends.size(), next_, chans_[c].r_done,
+            chans_[c].recvs.size(), prev_);
       return s;
     });
     for (;;) {
       bool moved = false, pending = false;
-      for (Channel& ch : chans) {
+      for (Channel& ch : chans_) {
         moved |= progress(ch);
         pending |= ch.s_done < ch.sends.size() || ch.r_done < ch.recvs.size();
       }
