@@ -5,7 +5,6 @@
 // Service thread only, under the service mutex.
 #include <arpa/inet.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 
 #include "handshake/service.h"
 #include "handshake/service_state.h"
+#include "util/accept_errors.h"
 #include "util/byte_order.h"
 #include "util/clock.h"
 #include "util/device_binding.h"
@@ -26,58 +26,6 @@ namespace {
 constexpr int kBacklog = 1024;
 // How long accepting pauses after accept4 failed for lack of a resource (pause_accepting).
 constexpr int64_t kAcceptPauseMs = 100;
-
-// Errors that Linux's accept4 returns for one connection in the backlog (already taken off it:
-// accept(2) says to treat them like EAGAIN by retrying), not for the listener or the process.
-bool accept_error_is_per_connection(int err) {
-  switch (err) {
-    case EINTR:
-    case ECONNABORTED:
-    case EPERM:  // a firewall rule refused this connection
-    case EPROTO:
-    case ENOPROTOOPT:
-    case ENETDOWN:
-    case ENETUNREACH:
-    case EHOSTDOWN:
-    case EHOSTUNREACH:
-    case ENONET:
-    case EOPNOTSUPP:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// What to do about an accept4 error that is not about one connection.
-std::string accept_error_advice(int err) {
-  switch (err) {
-    case EMFILE: {
-      rlimit limit{};
-      getrlimit(RLIMIT_NOFILE, &limit);
-      const auto text = [](rlim_t v) {
-        return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
-      };
-      // EMFILE means no descriptor number below the soft limit is free, so every one of them is
-      // open (counting them through /proc/self/fd would need a descriptor too).
-      return "all " + text(limit.rlim_cur) +
-             " file descriptors allowed by RLIMIT_NOFILE are open in this process (hard limit " +
-             text(limit.rlim_max) +
-             "); every connection takes several (a control socket, its data streams, RDMA "
-             "resources): raise the limit before the job starts (ulimit -n; past the hard limit "
-             "ulimit -Hn as root, limits.conf or LimitNOFILE= for a systemd service), or open "
-             "fewer communicators per process";
-    }
-    case ENFILE:
-      return "the system-wide limit on open files is reached (see /proc/sys/fs/file-nr): raise "
-             "fs.file-max (sysctl) or find what holds so many files on this host";
-    case ENOBUFS:
-    case ENOMEM:
-      return "the kernel is out of memory for sockets: check the host's free memory and "
-             "net.ipv4.tcp_mem";
-    default:
-      return "an unexpected error on the listening socket";
-  }
-}
 
 size_t refusal_cause(HelloReply reply) {
   switch (reply) {
@@ -120,12 +68,15 @@ void Service::pause_accepting(int err) {
   ++accept_pauses_;
   if (accept_warned_ms_ >= 0 && now - accept_warned_ms_ < kWarnWindowMs) return;
   accept_warned_ms_ = now;
+  const std::string advice = accept_error_advice(
+      err, "every connection takes several (a control socket, its data streams, RDMA resources)",
+      "open fewer communicators per process");
   MESH_WARN(
       "handshake service: cannot accept connections on port %u: %s; %s. Accepting pauses %lld ms "
       "at a time until it works again (peers wait in the listen backlog up to their "
       "NCCL_MESH_CONNECT_TIMEOUT_MS); paused %llu times so far, this WARN repeats at most every "
       "%lld s",
-      static_cast<unsigned>(port_), errno_text(err).c_str(), accept_error_advice(err).c_str(),
+      static_cast<unsigned>(port_), errno_text(err).c_str(), advice.c_str(),
       static_cast<long long>(kAcceptPauseMs), static_cast<unsigned long long>(accept_pauses_),
       static_cast<long long>(kWarnWindowMs / 1000));
 }

@@ -8,7 +8,6 @@
 // Drives handshake::Service directly over loopback: RLIMIT_NOFILE is lowered and filled in
 // this process (each test is its own process under ctest), then restored.
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,11 +15,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "fd_exhaustion.h"
 #include "handshake/hello.h"
 #include "handshake/service.h"
 #include "util/log.h"
@@ -31,48 +30,6 @@ namespace mesh::handshake {
 namespace {
 
 constexpr uint32_t kLoopback = 0x7F000001;
-
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// Lowers the soft RLIMIT_NOFILE and opens descriptors until EMFILE; the destructor closes them
-// and restores the limit.
-class FdExhaustion {
- public:
-  explicit FdExhaustion(rlim_t soft) {
-    getrlimit(RLIMIT_NOFILE, &saved_);
-    rlimit low = saved_;
-    if (low.rlim_cur > soft) low.rlim_cur = soft;
-    lowered_ = setrlimit(RLIMIT_NOFILE, &low) == 0;
-    for (;;) {
-      const int fd = dup(STDERR_FILENO);
-      if (fd < 0) {
-        errno_at_end_ = errno;
-        break;
-      }
-      fds_.push_back(fd);
-    }
-  }
-  ~FdExhaustion() { release(); }
-  void release() {
-    for (int fd : fds_) close(fd);
-    fds_.clear();
-    if (lowered_) setrlimit(RLIMIT_NOFILE, &saved_);
-    lowered_ = false;
-  }
-  bool lowered() const { return lowered_; }
-  int errno_at_end() const { return errno_at_end_; }
-  size_t held() const { return fds_.size(); }
-
- private:
-  rlimit saved_{};
-  bool lowered_ = false;
-  int errno_at_end_ = 0;
-  std::vector<int> fds_;
-};
 
 // A raw TCP client made while descriptors are available; connect() needs none.
 UniqueFd raw_socket() {
@@ -96,17 +53,6 @@ class ServiceFdLimitTest : public ::testing::Test {
   test::WarnCapture warns_;
 };
 
-// The ASan+UBSan runtime needs free descriptors for its own checks (UBSan's vptr check opens a
-// pipe to test whether memory is readable), and this test exhausts them on purpose: under it
-// every virtual call reports a false "invalid vptr". The release and TSan lanes run it.
-#if defined(__SANITIZE_ADDRESS__)
-#define MESH_FD_LIMIT_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MESH_FD_LIMIT_TEST_UNDER_ASAN 1
-#endif
-#endif
-
 TEST_F(ServiceFdLimitTest, ExhaustedFdLimitKeepsTheServiceIdleAndConnectsSucceedOnceFdsAreFree) {
 #ifdef MESH_FD_LIMIT_TEST_UNDER_ASAN
   GTEST_SKIP() << "not under ASan+UBSan: its runtime needs free descriptors (UBSan's vptr check "
@@ -127,7 +73,7 @@ TEST_F(ServiceFdLimitTest, ExhaustedFdLimitKeepsTheServiceIdleAndConnectsSucceed
   for (int i = 0; i < 4; ++i) silent.push_back(raw_socket());
   ASSERT_TRUE(control.valid() && data.valid());
 
-  FdExhaustion exhaustion(512);
+  test::FdExhaustion exhaustion(512);
   ASSERT_TRUE(exhaustion.lowered()) << "cannot lower RLIMIT_NOFILE";
   ASSERT_EQ(exhaustion.errno_at_end(), EMFILE) << "descriptors not exhausted";
 
@@ -148,10 +94,10 @@ TEST_F(ServiceFdLimitTest, ExhaustedFdLimitKeepsTheServiceIdleAndConnectsSucceed
   // Let the service meet EMFILE, then measure over 1 s of wall time. This thread only sleeps,
   // so the process's CPU time is the service thread's.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const double cpu0 = process_cpu_seconds();
+  const double cpu0 = test::process_cpu_seconds();
   const auto wall0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  const double cpu = process_cpu_seconds() - cpu0;
+  const double cpu = test::process_cpu_seconds() - cpu0;
   const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
   const double share = cpu / wall;
 

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "tools/doctor/probe_protocol.h"
 #include "tools/doctor/probe_socket.h"
+#include "util/accept_errors.h"
 #include "util/byte_order.h"
 #include "util/ipv4.h"
 
@@ -103,7 +105,20 @@ size_t ProbeServer::run(double seconds, const std::atomic<bool>& stop) {
       sockaddr_in sa{};
       socklen_t len = sizeof(sa);
       UniqueFd fd(::accept4(p.fd, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC));
-      if (!fd.valid()) continue;
+      if (!fd.valid()) {
+        const int err = errno;
+        if (err == EAGAIN || accept_error_is_per_connection(err)) continue;
+        // Out of descriptors or memory: the connection stays in the backlog and poll() would
+        // report it again at once (a loop at a whole core). Say why once, wait, try again.
+        if (!accept_warned_) {
+          log_line("cannot accept: " + errno_text(err) + "; " +
+                   accept_error_advice(err, "each probe session holds one",
+                                       "wait for the sessions to end"));
+          accept_warned_ = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        break;
+      }
       const std::string peer = format_endpoint(sa);
       if (workers_.size() >= kMaxSessions) {
         log_line(peer + ": busy, closed");

@@ -67,6 +67,7 @@ class ProbeServer {
   std::ostream* log_ = nullptr;
   std::mutex log_mutex_;
   std::atomic<bool> stopping_{false};
+  bool accept_warned_ = false;  // run(): a shortage of descriptors was logged
   std::vector<Worker> workers_;
 };
 
