@@ -24,8 +24,6 @@ namespace mesh::handshake {
 
 namespace {
 constexpr int kBacklog = 1024;
-// How long accepting pauses after accept4 failed for lack of a resource (pause_accepting).
-constexpr int64_t kAcceptPauseMs = 100;
 
 size_t refusal_cause(HelloReply reply) {
   switch (reply) {
@@ -49,11 +47,11 @@ bool nonce_equal(const Nonce& a, const Nonce& b) {
 // accept4 failed for want of a descriptor or kernel memory (or with an error that is not
 // about one connection: pausing is the safe answer to an unknown one too). The listener is
 // level-triggered and the waiting connection stays in the backlog, so returning alone would make
-// epoll_wait report it again at once: the service thread would spin at 100% CPU, taking the service
-// mutex on every turn (which NCCL's connect/accept also take). Instead every listener leaves the
-// epoll set for kAcceptPauseMs; the loop's deadlines (resume_accepting) put them back, and accept4
-// is tried again. Connectors meanwhile wait in the listen backlog (kBacklog), within their connect
-// timeout, and complete once descriptors are free.
+// epoll_wait report it again at once: the service thread would spin at 100% CPU, taking the
+// service mutex on every turn (which NCCL's connect/accept also take). Instead every listener
+// leaves the epoll set for AcceptPause::kPauseMs; the loop's deadlines (resume_accepting) put
+// them back, and accept4 is tried again. Connectors meanwhile wait in the listen backlog
+// (kBacklog), within their connect timeout, and complete once descriptors are free.
 // Not chosen: the known trick of keeping a spare descriptor to accept-and-close the waiting
 // connection. It drains the backlog, but the other rank sees its socket closed without an answer
 // and has to start over with a fresh socket and a backoff, where waiting lets the same connect
@@ -64,8 +62,6 @@ void Service::pause_accepting(int err) {
   for (const auto& target : listener_targets_) {
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, target->fd, nullptr);
   }
-  accept_paused_until_ms_ = now + kAcceptPauseMs;
-  ++accept_pauses_;
   if (accept_warned_ms_ >= 0 && now - accept_warned_ms_ < kWarnWindowMs) return;
   accept_warned_ms_ = now;
   const std::string advice = accept_error_advice(
@@ -77,13 +73,13 @@ void Service::pause_accepting(int err) {
       "NCCL_MESH_CONNECT_TIMEOUT_MS); paused %llu times so far, this WARN repeats at most every "
       "%lld s",
       static_cast<unsigned>(port_), errno_text(err).c_str(), advice.c_str(),
-      static_cast<long long>(kAcceptPauseMs), static_cast<unsigned long long>(accept_pauses_),
+      static_cast<long long>(AcceptPause::kPauseMs),
+      static_cast<unsigned long long>(accept_pause_.pauses()),
       static_cast<long long>(kWarnWindowMs / 1000));
 }
 
 void Service::resume_accepting(int64_t now) {
-  if (accept_paused_until_ms_ == 0 || now < accept_paused_until_ms_) return;
-  accept_paused_until_ms_ = 0;
+  if (!accept_pause_.resume_due(now)) return;
   for (const auto& target : listener_targets_) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -155,22 +151,22 @@ bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port
 }
 
 void Service::handle_listener(int fd) {
-  if (accept_paused_until_ms_ != 0) return;  // paused earlier in this event batch
+  if (accept_pause_.paused()) return;  // paused earlier in this event batch
   for (;;) {
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
     int s = accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (s < 0) {
       const int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK) return;  // drained
-      if (accept_error_is_per_connection(err)) continue;
-      pause_accepting(err);
+      const AcceptPause::Next next = accept_pause_.on_error(err, monotonic_ms());
+      if (next == AcceptPause::Next::kRetry) continue;
+      if (next == AcceptPause::Next::kPause) pause_accepting(err);
       return;
     }
-    if (accept_pauses_ != 0) {
+    // The WARN's window stays: a limit hit over and over warns once.
+    if (const uint64_t pauses = accept_pause_.accepted(); pauses != 0) {
       MESH_INFO(NCCL_NET | NCCL_INIT, "handshake service accepts again (after %llu pauses)",
-                static_cast<unsigned long long>(accept_pauses_));
-      accept_pauses_ = 0;  // the WARN's window stays: a limit hit over and over warns once
+                static_cast<unsigned long long>(pauses));
     }
     UniqueFd sock(s);
     const uint32_t source = ntohl(peer.sin_addr.s_addr);

@@ -75,8 +75,7 @@ void Service::stop() {
   std::lock_guard<std::mutex> lock(mu_);
   listener_targets_.clear();
   listeners_.clear();
-  accept_paused_until_ms_ = 0;
-  accept_pauses_ = 0;
+  accept_pause_.reset();
   dead_incoming_.clear();
   incoming_.clear();
   admission_ = AdmissionQueue(admission_.max_pending());

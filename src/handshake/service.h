@@ -37,6 +37,7 @@
 #include "handshake/warn_limiter.h"
 #include "relay/registrar.h"
 #include "topology/selection.h"
+#include "util/accept_errors.h"
 #include "util/ipv4.h"
 #include "util/socket_util.h"
 
@@ -189,9 +190,8 @@ class Service {
   relay::Registrar registrar_;
   int64_t timeout_ms_ = 30000;
   WarnLimiter warns_;
-  int64_t accept_paused_until_ms_ = 0;  // 0: the listeners are in the epoll set
-  int64_t accept_warned_ms_ = -1;       // the last WARN about a failing accept4 (-1: none)
-  uint64_t accept_pauses_ = 0;          // pauses since accept4 last worked
+  AcceptPause accept_pause_;       // listeners out of the epoll set for want of a resource
+  int64_t accept_warned_ms_ = -1;  // the last WARN about a failing accept4 (-1: none)
 
   // The unauthenticated sockets of incoming_ (keyed by fd) in arrival order: the pending caps,
   // the eviction victim and the no-hello deadline (expire).

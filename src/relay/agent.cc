@@ -18,7 +18,6 @@
 
 #include "relay/retention.h"
 #include "relay/splice.h"
-#include "util/accept_errors.h"
 #include "util/clock.h"
 #include "util/device_binding.h"
 #include "util/log.h"
@@ -33,8 +32,6 @@ constexpr int64_t kRequestTimeoutMs = 10000;  // an accepted socket must send it
 // per interval, so a ring or line of a few hosts has then seen every equal-cost path.
 constexpr int64_t kSettleMs = 2500;
 constexpr int64_t kWarnEveryMs = 10000;
-// How long accepting pauses after accept4 failed for lack of a resource (pause_accepting).
-constexpr int64_t kAcceptPauseMs = 100;
 constexpr int kMaxBeaconsPerSecond = 20;
 
 uint32_t seq_floor() {
@@ -211,8 +208,7 @@ void Agent::stop() {
   bound_ = false;
   bound_ms_ = 0;
   npairs_ = 0;
-  accept_paused_until_ms_ = 0;
-  accept_pauses_ = 0;
+  accept_pause_.reset();
 }
 
 bool Agent::try_bind() {
@@ -270,9 +266,7 @@ bool Agent::try_bind() {
   {
     const std::string name = agent_socket_name(config_);
     sockaddr_un un{};
-    un.sun_family = AF_UNIX;
-    std::memcpy(un.sun_path, name.data(), name.size());
-    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+    const socklen_t len = make_unix_address(name, &un);
     if (!local.valid() || bind(local.get(), reinterpret_cast<const sockaddr*>(&un), len) != 0 ||
         listen(local.get(), 64) != 0)
       return taken(0, "the local socket");
@@ -558,7 +552,7 @@ void Agent::loop() {
   while (!stop_) {
     int64_t now = monotonic_ms();
     if (!bound_ && now - last_bind_try_ms_ >= kBindRetryMs) try_bind();
-    resume_accepting(now);
+    if (accept_pause_.resume_due(now)) set_listeners_watched(true);
     if (bound_ && now >= next_beacon_ms_) {
       send_beacons(now);
       next_beacon_ms_ = now + kBeaconIntervalMs;
@@ -607,7 +601,7 @@ void Agent::loop() {
 }
 
 void Agent::accept_local(int fd) {
-  if (accept_paused_until_ms_ != 0) return;  // paused earlier in this event batch
+  if (accept_pause_.paused()) return;  // paused earlier in this event batch
   for (int i = 0; i < 64; ++i) {
     UniqueFd c(accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!c.valid()) {
@@ -758,7 +752,7 @@ void Agent::on_down_reply(Pending* p) {
 }
 
 void Agent::accept_requests(int fd) {
-  if (accept_paused_until_ms_ != 0) return;  // paused earlier in this event batch
+  if (accept_pause_.paused()) return;  // paused earlier in this event batch
   for (int i = 0; i < 64; ++i) {
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
@@ -801,29 +795,19 @@ void Agent::accept_requests(int fd) {
   }
 }
 
-bool Agent::accept_failed(int err, int64_t now) {
-  if (err == EAGAIN || err == EWOULDBLOCK) return false;  // drained
-  if (accept_error_is_per_connection(err)) return true;
-  pause_accepting(err, now);
-  return false;
-}
-
 // accept4 failed for want of a descriptor or kernel memory (or with an error that is not about
 // one connection). The listeners are level-triggered and the connection stays in the backlog,
 // so returning alone would wake this thread again at once: it spun at a whole core for as long
 // as the shortage lasted (nccl-mesh-relayd, or a rank's process that is its host's agent, beside
 // NCCL's threads), and beacons and splices went on only between failed accepts. Instead the
-// relay port's listeners and the local socket leave the epoll set for kAcceptPauseMs (a shortage
-// hits them all) and loop() puts them back (resume_accepting): relay requests and plugin
-// processes wait in the backlogs meanwhile, within their connect timeouts, and are served once
-// descriptors are free. The handshake service does the same (handshake/inbound.cc).
-void Agent::pause_accepting(int err, int64_t now) {
-  for (const auto& t : targets_) {
-    if (t->kind == Target::Kind::kListener || t->kind == Target::Kind::kLocalListener)
-      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, t->fd, nullptr);
-  }
-  accept_paused_until_ms_ = now + kAcceptPauseMs;
-  ++accept_pauses_;
+// relay port's listeners and the local socket leave the epoll set for AcceptPause::kPauseMs (a
+// shortage hits them all) and loop() puts them back: relay requests and plugin processes wait in
+// the backlogs meanwhile, within their connect timeouts, and are served once descriptors are
+// free. The handshake service does the same (handshake/inbound.cc).
+bool Agent::accept_failed(int err, int64_t now) {
+  const AcceptPause::Next next = accept_pause_.on_error(err, now);
+  if (next != AcceptPause::Next::kPause) return next == AcceptPause::Next::kRetry;
+  set_listeners_watched(false);
   const std::string advice = accept_error_advice(
       err,
       "each relayed socket pair holds 6 (2 sockets, 2 pipes), and this agent takes up to " +
@@ -832,29 +816,32 @@ void Agent::pause_accepting(int err, int64_t now) {
   warn_limited("accept",
                "cannot accept relay requests on port " + std::to_string(config_.port) +
                    " or plugin processes on the local socket: " + errno_text(err) + "; " + advice +
-                   ". Accepting pauses " + std::to_string(kAcceptPauseMs) +
-                   " ms at a time until it works again (requests wait in the listen backlogs "
-                   "up to their connect timeout); paused " +
-                   std::to_string(accept_pauses_) +
-                   " times so far, this WARN repeats at most "
-                   "every " +
+                   ". Accepting pauses " + std::to_string(AcceptPause::kPauseMs) +
+                   " ms at a time until it works again (requests wait in the listen backlogs up "
+                   "to their connect timeout); paused " +
+                   std::to_string(accept_pause_.pauses()) +
+                   " times so far, this WARN repeats at most every " +
                    std::to_string(kWarnEveryMs / 1000) + " s",
                now);
+  return false;
+}
+
+void Agent::set_listeners_watched(bool watched) {
+  for (const auto& t : targets_) {
+    if (t->kind != Target::Kind::kListener && t->kind != Target::Kind::kLocalListener) continue;
+    if (watched) {
+      set_epoll(epoll_.get(), EPOLL_CTL_ADD, t->fd, EPOLLIN, t.get());
+    } else {
+      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, t->fd, nullptr);
+    }
+  }
 }
 
 void Agent::accepting_again() {
-  if (accept_pauses_ == 0) return;
-  MESH_INFO(NCCL_NET | NCCL_INIT, "relay: accepting again (after %llu pauses)",
-            static_cast<unsigned long long>(accept_pauses_));
-  accept_pauses_ = 0;  // warn_limited's window stays: a limit hit over and over warns once
-}
-
-void Agent::resume_accepting(int64_t now) {
-  if (accept_paused_until_ms_ == 0 || now < accept_paused_until_ms_) return;
-  accept_paused_until_ms_ = 0;
-  for (const auto& t : targets_) {
-    if (t->kind == Target::Kind::kListener || t->kind == Target::Kind::kLocalListener)
-      set_epoll(epoll_.get(), EPOLL_CTL_ADD, t->fd, EPOLLIN, t.get());
+  // warn_limited's window stays: a limit hit over and over warns once.
+  if (const uint64_t pauses = accept_pause_.accepted(); pauses != 0) {
+    MESH_INFO(NCCL_NET | NCCL_INIT, "relay: accepting again (after %llu pauses)",
+              static_cast<unsigned long long>(pauses));
   }
 }
 

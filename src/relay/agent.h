@@ -43,6 +43,7 @@
 #include "relay/request.h"
 #include "relay/routes.h"
 #include "topology/interface.h"
+#include "util/accept_errors.h"
 #include "util/socket_util.h"
 
 namespace mesh::relay {
@@ -144,11 +145,10 @@ class Agent {
   void on_down_reply(Pending* p);
   void accept_requests(int fd);
   // After accept4 failed on a listener: true to take the next connection (the error was about
-  // this one), false to stop (the backlog is drained, or accepting paused: pause_accepting).
+  // this one), false to stop (the backlog is drained, or accepting paused).
   bool accept_failed(int err, int64_t now);
-  void pause_accepting(int err, int64_t now);
-  void resume_accepting(int64_t now);
-  void accepting_again();  // an accept4 worked: logs the end of a shortage
+  void set_listeners_watched(bool watched);  // the relay port's listeners and the local socket
+  void accepting_again();                    // an accept4 worked: logs the end of a shortage
   // An event on the upstream socket (reading the request) or the downstream one (connecting).
   void on_pending(Pending* p, bool downstream, uint32_t events, int64_t now);
   void route_request(Pending* p, int64_t now);
@@ -192,10 +192,7 @@ class Agent {
   // Neighbours held past their TTL now, by id, with their addresses (logged once each).
   std::map<uint32_t, std::string> retained_;
   int64_t last_bind_try_ms_ = -1;
-  // Accepting paused until then (0: not paused) for want of a descriptor or kernel memory, and
-  // how many pauses since it last worked.
-  int64_t accept_paused_until_ms_ = 0;
-  uint64_t accept_pauses_ = 0;
+  AcceptPause accept_pause_;  // listeners out of the epoll set for want of a resource
   int64_t next_beacon_ms_ = 0;
 
   mutable std::mutex mu_;  // guards state_

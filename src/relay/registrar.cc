@@ -130,9 +130,7 @@ bool Registrar::connect_locked() {
   UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!s.valid()) return false;
   sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::memcpy(sa.sun_path, name_.data(), name_.size());
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size());
+  const socklen_t len = make_unix_address(name_, &sa);
   if (::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) {
     if (!said_missing_) {
       said_missing_ = true;

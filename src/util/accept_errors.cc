@@ -55,4 +55,24 @@ std::string accept_error_advice(int err, std::string_view holders, std::string_v
   }
 }
 
+AcceptPause::Next AcceptPause::on_error(int err, int64_t now_ms) {
+  if (err == EAGAIN || err == EWOULDBLOCK) return Next::kDrained;
+  if (accept_error_is_per_connection(err)) return Next::kRetry;
+  until_ms_ = now_ms + kPauseMs;
+  ++pauses_;
+  return Next::kPause;
+}
+
+bool AcceptPause::resume_due(int64_t now_ms) {
+  if (until_ms_ == 0 || now_ms < until_ms_) return false;
+  until_ms_ = 0;
+  return true;
+}
+
+uint64_t AcceptPause::accepted() {
+  const uint64_t before = pauses_;
+  pauses_ = 0;
+  return before;
+}
+
 }  // namespace mesh

@@ -29,6 +29,14 @@ sockaddr_in make_sockaddr(uint32_t addr, uint16_t port) {
   return sa;
 }
 
+socklen_t make_unix_address(std::string_view name, sockaddr_un* out) {
+  *out = sockaddr_un{};
+  out->sun_family = AF_UNIX;
+  const size_t n = std::min(name.size(), sizeof(out->sun_path));
+  std::memcpy(out->sun_path, name.data(), n);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + n);
+}
+
 std::string format_endpoint(const sockaddr_in& sa) {
   return format_ipv4(ntohl(sa.sin_addr.s_addr)) + ":" + std::to_string(ntohs(sa.sin_port));
 }

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/un.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace mesh {
@@ -35,7 +37,10 @@ class UniqueFd {
 };
 
 sockaddr_in make_sockaddr(uint32_t addr, uint16_t port);  // host-order inputs
-std::string format_endpoint(const sockaddr_in& sa);       // "10.0.0.1:4242"
+// The AF_UNIX address of `name` (abstract when it starts with '\0': the relay agent's local
+// socket) and its length for bind/connect; a name longer than sun_path is cut (ours are short).
+socklen_t make_unix_address(std::string_view name, sockaddr_un* out);
+std::string format_endpoint(const sockaddr_in& sa);  // "10.0.0.1:4242"
 
 bool set_nonblocking(int fd, bool nonblocking);
 

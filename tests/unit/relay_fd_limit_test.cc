@@ -6,13 +6,11 @@
 // process that is its host's agent, beside NCCL's threads). It must stay near idle, say once what
 // limit was hit and what to do, and serve the waiting request once descriptors are free again.
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -68,9 +66,7 @@ TEST(RelayAgentFdLimit, ExhaustedFdLimitKeepsTheAgentIdleAndServesTheWaitingRequ
       << errno_text(errno);
   const std::string name = agent_socket_name(config);
   sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  std::memcpy(un.sun_path, name.data(), name.size());
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  const socklen_t len = make_unix_address(name, &un);
   ASSERT_EQ(connect(local.get(), reinterpret_cast<const sockaddr*>(&un), len), 0)
       << errno_text(errno);
 
