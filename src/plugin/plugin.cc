@@ -19,12 +19,17 @@
 #include "transport/tcp/io_pool.h"
 #include "transport/tcp/stream_plan.h"
 #include "util/clock.h"
+#include "util/lingering_close.h"
 #include "util/log.h"
 #include "util/settings.h"
 
 namespace mesh {
 
 namespace {
+
+// How long the last finalize waits for closed senders' receivers to read what is left
+// (lingering_close.h); at the end of a job both sides close within moments of each other.
+constexpr int64_t kLingerAtFinalizeMs = 2000;
 
 // The process exit (or the unload of a build without -z nodelete) joins our threads before
 // the code goes away; see Plugin::stop_at_exit for why the comms stay.
@@ -272,6 +277,9 @@ ncclResult_t Plugin::finalize(void* ctx) {
     forwarder_.stop();  // before the devices close: it holds QPs and registrations
     rdma_.close_all();
     tcp::IoPool::stop_if_idle();  // every comm is closed, so no stream is attached
+    // Closed senders' control sockets still wait for their receivers (lingering_close.h): a
+    // moment for them to finish, then their thread stops before NCCL may dlclose us.
+    stop_lingering(kLingerAtFinalizeMs);
     MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
   }
   return ncclSuccess;
@@ -291,6 +299,7 @@ void Plugin::stop_at_exit() {
   relay_.stop();      // relayed sockets of other hosts' connections end with this process anyway
   forwarder_.stop();  // its forwards are its own (no NCCL thread touches them): closed
   tcp::IoPool::stop_if_idle();
+  stop_lingering(0);
 }
 
 ncclResult_t Plugin::devices(int* ndev) {

@@ -2,16 +2,19 @@
 // Clear-to-sends on request (wire.h, design.md "Clear-to-sends on request"): where messages can
 // go on TCP window room, the sender asks for the clear-to-sends it needs instead of the receiver
 // sending one per posted receive; a message that cannot go asks and waits in flight, and the
-// receiver skips the sequence numbers of messages sent before theirs. Both ends as TcpConnection
+// receiver skips the sequence numbers of messages sent before theirs; and a sender that closes
+// with a clear-to-send unread still delivers what it sent. Both ends as TcpConnection
 // over loopback TCP, and each end against a peer that the test plays on the raw sockets.
 #include <gtest/gtest.h>
 #include <linux/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +24,7 @@
 #include "tcp_test_sockets.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/wire.h"
+#include "util/lingering_close.h"
 
 namespace mesh::tcp {
 namespace {
@@ -292,19 +296,98 @@ TEST(TcpCtsOnRequest, TheReceiverAnswersAsksAndCreditsOnly) {
 
 TEST(TcpCtsOnRequest, AsksOutsideTheRequestWindowOrTwiceFailTheReceiver) {
   SKIP_WITHOUT_WINDOWS();
-  for (const bool twice : {false, true}) {
+  // A repeated ask fails the connection whether its receive was posted before both (seq 0),
+  // between them (seq 1) or after both (seq 5): accepted, a peer streaming one ask kept NCCL's
+  // thread inside a single test() call (2.4 s during a 3 s flood).
+  enum Case { kOutOfWindow, kTwiceUnposted, kTwicePosted, kTwiceAroundThePost };
+  for (const Case c : {kOutOfWindow, kTwiceUnposted, kTwicePosted, kTwiceAroundThePost}) {
     HalfRaw h = half_raw(/*sender=*/false, options(1024 * 1024));
-    std::vector<uint8_t> b0(4096);
+    std::vector<uint8_t> b0(4096), b1(4096);
     void* r0 = post_recv(*h.conn, b0);
-    if (twice) {
-      ASSERT_NO_FATAL_FAILURE(write_header(h.control.get(), {5, kFlagAsk | kFlagOnRequest, 0, 8}));
-      ASSERT_NO_FATAL_FAILURE(write_header(h.control.get(), {5, kFlagAsk | kFlagOnRequest, 0, 8}));
-    } else {
-      ASSERT_NO_FATAL_FAILURE(
-          write_header(h.control.get(), {NCCL_NET_MAX_REQUESTS, kFlagAsk | kFlagOnRequest, 0, 8}));
+    const int ctl = h.control.get();
+    const MessageHeader ask0{0, kFlagAsk | kFlagOnRequest, 0, 8};
+    const MessageHeader ask1{1, kFlagAsk | kFlagOnRequest, 0, 8};
+    const MessageHeader ask5{5, kFlagAsk | kFlagOnRequest, 0, 8};
+    switch (c) {
+      case kOutOfWindow:
+        ASSERT_NO_FATAL_FAILURE(
+            write_header(ctl, {NCCL_NET_MAX_REQUESTS, kFlagAsk | kFlagOnRequest, 0, 8}));
+        break;
+      case kTwiceUnposted:
+        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask5));
+        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask5));
+        break;
+      case kTwicePosted:
+        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask0));
+        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask0));
+        break;
+      case kTwiceAroundThePost: {
+        // The first ask is read before its receive is posted (kept until irecv answers it).
+        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        EXPECT_FALSE(test_once(*h.conn, r0));
+        post_recv(*h.conn, b1);
+        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask1));
+        break;
+      }
     }
-    EXPECT_EQ(wait_done(*h.conn, r0), ncclRemoteError) << (twice ? "twice" : "out of window");
+    EXPECT_EQ(wait_done(*h.conn, r0), ncclRemoteError) << "case " << c;
   }
+}
+
+// NCCL closes a send comm once every send tested done, while the receiver may still be reading
+// them and posting its last receives. A clear-to-send that reaches the sender after its last
+// read (here: for an eager message, posted after it went) must not turn the close into a reset,
+// which discards the headers and inline payloads still queued in the sender's socket: every
+// byte of every completed send arrives, then the end of the stream. On the old code the
+// receiver got 113,168 of 459,880 bytes, then "Connection reset by peer".
+TEST(TcpClose, ASenderClosedWithAClearToSendUnreadStillDeliversEveryCompletedSend) {
+  TcpOptions o;
+  o.user_timeout_ms = 0;
+  HalfRaw h = half_raw(/*sender=*/true, o);
+  const int ctl = h.control.get();
+  constexpr int kCleared = 7;
+  constexpr size_t kInline = 65536;  // the default inline size: headers and payloads on control
+  for (int i = 0; i < kCleared; ++i) {
+    ASSERT_NO_FATAL_FAILURE(write_cts(ctl, {static_cast<uint32_t>(i), 0, kInline}));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<std::vector<uint8_t>> msgs;
+  for (int i = 0; i < kCleared; ++i) msgs.push_back(pattern(kInline, static_cast<uint8_t>(i)));
+  msgs.push_back(pattern(1000, 9));  // goes eagerly, before its clear-to-send
+  size_t sent = 0;
+  for (auto& m : msgs) {
+    void* r = nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((r = post_send(*h.conn, m)) == nullptr && std::chrono::steady_clock::now() < deadline) {
+    }
+    ASSERT_NE(r, nullptr);
+    ASSERT_TRUE(done_within(*h.conn, r, 5000)) << "a send did not complete";
+    sent += kHeaderSize + m.size();
+  }
+  // The receiver posts the eager message's receive late: its clear-to-send arrives unread.
+  ASSERT_NO_FATAL_FAILURE(write_cts(ctl, {kCleared, 0, kInline}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  h.conn->close();
+  size_t got = 0;
+  int err = 0;
+  std::vector<uint8_t> buf(1 << 16);
+  for (;;) {
+    if (!readable_within(ctl, 10000)) break;
+    const ssize_t k = recv(ctl, buf.data(), buf.size(), 0);
+    if (k < 0) err = errno;
+    if (k <= 0) break;
+    got += static_cast<size_t>(k);
+  }
+  EXPECT_EQ(err, 0) << std::strerror(err);
+  EXPECT_EQ(got, sent) << "bytes of completed sends lost at the sender's close";
+  // The receiver closes: the sender's socket stops lingering at once.
+  h.control.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (lingering_sockets() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(lingering_sockets(), 0u) << "the closed sender's socket outlived the receiver's FIN";
 }
 
 }  // namespace

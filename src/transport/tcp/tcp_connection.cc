@@ -12,6 +12,7 @@
 #include "transport/tcp/chunking.h"
 #include "transport/tcp/peer_window.h"
 #include "util/clock.h"
+#include "util/lingering_close.h"
 #include "util/log.h"
 
 namespace mesh::tcp {
@@ -77,7 +78,15 @@ void TcpConnection::close() {
   for (size_t i = 0; i < owners_.size(); ++i) owners_[i]->detach(streams_[i].get());
   owners_.clear();
   for (auto& s : streams_) s->close();
-  if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
+  // The sender's control socket may still hold headers and inline payloads of completed sends,
+  // and the receiver's clear-to-sends keep arriving until it has posted its last receive: a
+  // plain close() would answer them with a reset that discards those bytes. The receiver's
+  // side has nothing of ours left to deliver.
+  if (sender_) {
+    close_when_peer_done(std::move(control_), kSenderLingerMs);
+  } else if (control_.valid()) {
+    shutdown(control_.get(), SHUT_RDWR);
+  }
   control_.reset();
 }
 
@@ -108,6 +117,7 @@ TcpConnection::Request* TcpConnection::allocate() {
       r.nparts = 0;
       r.awaiting_cts = false;
       r.cts_sent = false;
+      r.asked = false;
       r.parts_pending.store(0, std::memory_order_relaxed);
       return &r;
     }
@@ -211,6 +221,7 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   // not when the receiver reaches its header; and one record per message that large costs
   // little (3 ranks, 1 MiB all-reduce: the 341 KiB steps took 5% longer without it).
   const size_t i = r->seq % asked_.size();
+  r->asked = asked_[i];  // its ask came before it was posted: another one would be a repeat
   if (asked_[i] || !on_request_ || r->capacity * 4 > options_.eager_window_bytes) {
     asked_[i] = false;
     if (!queue_cts(r)) return report_failure();
@@ -670,7 +681,16 @@ bool TcpConnection::accept_ask(const MessageHeader& h) {
   on_request_ = on_request_ || (h.flags & kFlagOnRequest) != 0;
   for (size_t k = 0; k < order_count_; ++k) {
     Request* q = order_[(order_head_ + k) % order_.size()];
-    if (q->seq == h.seq) return q->cts_sent || queue_cts(q);
+    if (q->seq != h.seq) continue;
+    // Once each, for a posted receive too: a peer repeating one ask would otherwise keep
+    // NCCL's thread inside one test() call for as long as it streams them.
+    if (q->asked) {
+      fail(ncclRemoteError, "ask for the clear-to-send of message " + std::to_string(h.seq) +
+                                " repeated: stream corrupted");
+      return false;
+    }
+    q->asked = true;
+    return q->cts_sent || queue_cts(q);
   }
   asked_[h.seq % asked_.size()] = true;
   return true;

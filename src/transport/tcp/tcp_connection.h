@@ -76,6 +76,7 @@ class TcpConnection final : public Connection {
     uint16_t nparts = 0;        // send: the parts its header announces
     bool awaiting_cts = false;  // send: asked for its clear-to-send, nothing of it sent yet
     bool cts_sent = false;      // receive: its clear-to-send is queued or written
+    bool asked = false;         // receive: the sender's ask for it arrived (wire.h: once each)
     std::atomic<int> parts_pending{0};
   };
 
@@ -110,6 +111,9 @@ class TcpConnection final : public Connection {
   std::vector<bool> assisted_;
   // Without a pool: when pump_data() may try the sockets again after a pass that moved nothing.
   static constexpr int64_t kMaxIdleBackoffNs = 16000;
+  // How long a closed sender's control socket waits for the receiver to finish (close()): the
+  // receiver's FIN normally ends it as soon as it has read the last message.
+  static constexpr int64_t kSenderLingerMs = 60000;
   int64_t next_pump_ns_ = 0;
   int64_t idle_backoff_ns_ = 0;
 
