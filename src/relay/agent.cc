@@ -93,6 +93,12 @@ bool set_epoll(int ep, int op, int fd, uint32_t events, void* ptr) {
   return epoll_ctl(ep, op, fd, &ev) == 0;
 }
 
+// Descriptors of a process with this soft limit that relaying leaves to everything else
+// (pairs_for_fd_limit says why).
+uint64_t fd_reserve(uint64_t soft_limit) {
+  return std::max<uint64_t>(512, soft_limit / 2);
+}
+
 }  // namespace
 
 struct Agent::Target {
@@ -121,7 +127,7 @@ struct Agent::Pending {
   RelayRequest req;
   bool have_request = false;
   bool last_hop = false;     // this host is the destination's: connecting to its listener
-  bool await_reply = false;  // RDMA: reading the next agent's answer
+  bool await_reply = false;  // not the last hop: reading the next agent's answer
   bool down_relay = false;   // RDMA, not next to the destination: the next hop forwards too
   uint8_t reply[kRelayReplySize] = {};
   size_t reply_got = 0;
@@ -132,9 +138,18 @@ struct Agent::Pending {
   uint32_t down_local = 0, down_peer = 0;  // the onward socket's addresses
 };
 
-size_t pairs_for_fd_limit(uint64_t soft_limit) {
-  const uint64_t usable = soft_limit > 1024 ? (soft_limit - 1024) / 6 : 0;
-  return static_cast<size_t>(std::clamp<uint64_t>(usable, 512, 4096));
+size_t pairs_for_fd_limit(uint64_t soft_limit, bool* below_minimum) {
+  // The agent runs inside a rank's process (unless nccl-mesh-relayd runs), whose soft limit is
+  // usually the default 1024. NCCL's own sockets share that limit: a host runs 8 ranks, each
+  // rank's process connects to many peers over several channels with 1 + NCCL_MESH_TCP_STREAMS
+  // sockets per connection, plus CUDA, verbs and the handshake service. Relaying must never take
+  // the descriptors those need (the former floor of 512 pairs, 3072 descriptors, ran a
+  // 1024-descriptor process out of them after 166 pairs), so it gets at most half the limit, and
+  // never the first 512 descriptors.
+  const uint64_t reserve = fd_reserve(soft_limit);
+  const uint64_t usable = soft_limit > reserve ? (soft_limit - reserve) / 6 : 0;
+  if (below_minimum != nullptr) *below_minimum = usable < kMinPairs;
+  return static_cast<size_t>(std::clamp<uint64_t>(usable, kMinPairs, kMaxPairs));
 }
 
 std::string agent_socket_name(const AgentConfig& config) {
@@ -158,7 +173,19 @@ bool Agent::start(const AgentConfig& config, std::string* why) {
   if (config_.max_pairs == 0) {
     rlimit l{};
     getrlimit(RLIMIT_NOFILE, &l);
-    config_.max_pairs = pairs_for_fd_limit(l.rlim_cur == RLIM_INFINITY ? ~0ull : l.rlim_cur);
+    const uint64_t soft = l.rlim_cur == RLIM_INFINITY ? ~0ull : l.rlim_cur;
+    bool below_minimum = false;
+    config_.max_pairs = pairs_for_fd_limit(soft, &below_minimum);
+    if (below_minimum) {
+      // Once per start: the cap holds for the agent's life, and every busy answer WARNs anyway.
+      MESH_WARN(
+          "relay: this process's soft RLIMIT_NOFILE is %llu descriptors: after the %zu left to "
+          "the rest of the process, relaying through this host is limited to %zu socket pairs "
+          "(6 descriptors each) and may run the process out of descriptors; raise the limit "
+          "before the process starts (ulimit -n, LimitNOFILE= for nccl-mesh-relayd)",
+          static_cast<unsigned long long>(soft), static_cast<size_t>(fd_reserve(soft)),
+          config_.max_pairs);
+    }
   }
   std::vector<Ipv4Prefix> addrs;
   for (const auto& i : config_.interfaces) addrs.push_back(i.addr);
@@ -203,6 +230,7 @@ void Agent::stop() {
   local_.reset();
   registry_ = Registry();
   targets_.clear();
+  retired_.clear();
   epoll_.reset();
   wake_.reset();
   bound_ = false;
@@ -557,6 +585,7 @@ void Agent::loop() {
       send_beacons(now);
       next_beacon_ms_ = now + kBeaconIntervalMs;
     }
+    if (config_.before_wait) config_.before_wait();
     const int n = epoll_wait(epoll_.get(), evs, 64, 100);
     now = monotonic_ms();
     std::vector<Box*> touched;
@@ -591,12 +620,10 @@ void Agent::loop() {
       }
     }
     expire(now);
-    for (auto it = boxes_.begin(); it != boxes_.end();) {
-      it = it->second->dead ? boxes_.erase(it) : std::next(it);
-    }
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      it = it->second->dead ? pending_.erase(it) : std::next(it);
-    }
+    // Only now, with no event of the batch left to refer to them (agent.h, pending_).
+    std::erase_if(boxes_, [](const auto& b) { return b.second->dead; });
+    std::erase_if(pending_, [](const auto& p) { return p.second->dead; });
+    retired_.clear();
   }
 }
 
@@ -672,7 +699,10 @@ void Agent::read_local(int fd) {
       registry_.drop_client(fd);
       epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
       Target* t = it->second.second;
-      std::erase_if(targets_, [t](const auto& p) { return p.get() == t; });
+      for (auto& owned : targets_) {
+        if (owned.get() == t) retired_.push_back(std::move(owned));
+      }
+      std::erase_if(targets_, [](const auto& p) { return p == nullptr; });
       local_clients_.erase(it);
       return;
     }
@@ -744,6 +774,10 @@ void Agent::on_down_reply(Pending* p) {
     finish_pending(p, code, "");
     return;
   }
+  if (!p->req.rdma) {
+    start_splice(p);
+    return;
+  }
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->up.get(), nullptr);
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->down.get(), nullptr);
   set_tcp_options(p->up.get(), config_.user_timeout_ms);
@@ -790,7 +824,7 @@ void Agent::accept_requests(int fd) {
     p->down_t.kind = Target::Kind::kDown;
     p->down_t.pending = p.get();
     set_epoll(epoll_.get(), EPOLL_CTL_ADD, p->up.get(), EPOLLIN | EPOLLRDHUP, &p->up_t);
-    const int key = p->up.get();
+    Pending* key = p.get();
     pending_[key] = std::move(p);
   }
 }
@@ -910,10 +944,13 @@ void Agent::on_pending(Pending* p, bool downstream, uint32_t events, int64_t now
     return;
   }
   if (!(events & EPOLLOUT)) return;
-  if (p->req.rdma && !p->last_hop) {
-    // RDMA: the next agent must answer first. Next to the destination, that is the destination
-    // host's agent (registration, proof); on a chain, the next relay host's forwarder, once
-    // everything beyond it answered. Its refusal goes back to the connector unchanged.
+  if (!p->last_hop) {
+    // The next agent must answer first. Next to the destination, that is the destination host's
+    // agent (registration, proof); on a chain, the next relay host (its forwarder for RDMA),
+    // once everything beyond it answered. Its refusal goes back to the connector unchanged and
+    // both sockets close here. A TCP relay once spliced before that answer: a refused request
+    // then held a pair (6 descriptors) until its connector closed, so anyone who reaches the
+    // relay port could fill the pair cap with requests that no destination admits.
     uint8_t b[kRequestSize];
     reencode_request(p->buf, static_cast<uint8_t>(p->req.hop_limit - 1), b);
     if (send(p->down.get(), b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT) !=
@@ -1056,15 +1093,11 @@ void Agent::start_splice(Pending* p) {
               (p->last_hop ? " (destination)" : " (next relay)");
   box->splice =
       std::make_unique<Splice>(std::move(p->up), std::move(p->down), config_.buffer_bytes);
-  if (p->last_hop) {
-    uint8_t r[kRelayReplySize];
-    encode_relay_reply(ReplyCode::kOk, r);
-    box->splice->preload(0, r, sizeof(r));
-  } else {
-    uint8_t b[kRequestSize];
-    reencode_request(p->buf, static_cast<uint8_t>(p->req.hop_limit - 1), b);
-    box->splice->preload(1, b, sizeof(b));
-  }
+  // The destination's listener was reached (the last hop), or the next agent answered "ok"
+  // (on_down_reply): the connector hears "ok" from this agent.
+  uint8_t r[kRelayReplySize];
+  encode_relay_reply(ReplyCode::kOk, r);
+  box->splice->preload(0, r, sizeof(r));
   for (int side = 0; side < 2; ++side) {
     Target& t = box->targets[side];
     t.kind = Target::Kind::kSplice;
@@ -1117,11 +1150,12 @@ void Agent::on_splice(Target* t) {
 }
 
 void Agent::expire(int64_t now) {
-  for (auto& [fd, p] : pending_) {
+  for (auto& [key, p] : pending_) {
     if (!p->dead && now >= p->deadline_ms)
       finish_pending(p.get(), p->have_request ? ReplyCode::kConnectFailed : ReplyCode::kMalformed,
-                     p->have_request ? "onward connect to " + p->to + " timed out"
-                                     : "no complete request within 10 s");
+                     !p->have_request ? "no complete request within 10 s"
+                     : p->await_reply ? "the next relay agent at " + p->to + " did not answer"
+                                      : "onward connect to " + p->to + " timed out");
   }
 }
 

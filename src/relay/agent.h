@@ -74,12 +74,19 @@ struct AgentConfig {
   long allowed_gid = -1;
   // Cluster key (relay/cluster_key.h): beacons signed and verified with it. Empty: none.
   ClusterKey cluster_key;
+  // Tests only: called on the agent's thread before each epoll_wait, so that a test can hold
+  // the thread while several sockets become ready and so arrive in one batch of events.
+  std::function<void()> before_wait;
 };
 
 // Relayed socket pairs a process with this RLIMIT_NOFILE soft limit can hold: each pair holds 6
-// descriptors (2 sockets, 2 pipes), 1024 are left to the rest of the process, at least 512
-// (the former fixed cap) and at most 4096 (2 GiB of pipe buffers at worst).
-size_t pairs_for_fd_limit(uint64_t soft_limit);
+// descriptors (2 sockets, 2 pipes), after a reserve for the rest of the process (half the
+// limit, at least 512: NCCL's own sockets, docs/relay.md "Bounded memory"). At most kMaxPairs
+// (2 GiB of pipe buffers at worst), at least kMinPairs; *below_minimum (when given) says that
+// even kMinPairs do not fit beside the reserve (the agent then WARNs once at start).
+constexpr size_t kMinPairs = 16;
+constexpr size_t kMaxPairs = 4096;
+size_t pairs_for_fd_limit(uint64_t soft_limit, bool* below_minimum = nullptr);
 
 // The local socket name of the agent a process with this config registers with.
 std::string agent_socket_name(const AgentConfig& config);
@@ -182,8 +189,14 @@ class Agent {
   ReplayCache replays_;
   std::vector<std::pair<UniqueFd, size_t>> udp_send_;  // socket, interface index
   std::vector<std::unique_ptr<Target>> targets_;       // listeners, udp, wake
-  std::map<int, std::unique_ptr<Pending>> pending_;    // by upstream fd
-  std::map<Box*, std::unique_ptr<Box>> boxes_;         // relayed socket pairs
+  // Requests being read or connected onward, and relayed socket pairs, keyed by themselves and
+  // never by a descriptor number: a request that ends closes its sockets at once, and a
+  // connection accepted later in the same batch of events gets the same number, while the
+  // batch may still hold an event whose data points at the first request. Whatever ends (dead)
+  // is freed only after the batch (loop()), as are the targets of closed local clients.
+  std::map<Pending*, std::unique_ptr<Pending>> pending_;
+  std::map<Box*, std::unique_ptr<Box>> boxes_;
+  std::vector<std::unique_ptr<Target>> retired_;  // targets freed after the current batch
   std::map<std::string, int64_t> warned_;
   // Beacons accepted per source address in the current second (a flood is dropped).
   std::map<uint32_t, std::pair<int64_t, int>> beacon_rate_;

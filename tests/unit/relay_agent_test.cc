@@ -588,6 +588,40 @@ TEST_F(RelayAgentTest, OnlyRegisteredListenersWithAProofOfTheirHandleAreReached)
   EXPECT_EQ(greeted.load(), 0) << "the banner service was reached through the relay";
 }
 
+// Review finding: the agent next to the destination spliced before the destination's agent
+// answered, so a request that agent refused ("not registered") left a pair (6 descriptors) at
+// the relay until the connector closed its socket: 166 such requests held the pair cap for as
+// long as the peer liked. The relay now reads the answer first and closes both sockets on a
+// refusal, which it passes back unchanged.
+TEST_F(RelayAgentTest, RequestsRefusedDownstreamLeaveNoPair) {
+  FirstHop hop;
+  ASSERT_TRUE(converge(&hop));
+  RelayRequest req;
+  req.port = 1234;  // registered nowhere
+  req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
+  std::vector<UniqueFd> held;  // the connectors keep their sockets open
+  for (int i = 0; i < 8; ++i) {
+    uint8_t b[kRequestSize];
+    encode_for(req, b);
+    UniqueFd c = connect_to(hop.local.addr, hop.peer_addr, hop.port);
+    ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
+    EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kNotRegistered));
+    held.push_back(std::move(c));
+  }
+  size_t pairs = agents[1].pairs();
+  for (int i = 0; i < 100 && pairs != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pairs = agents[1].pairs();
+  }
+  EXPECT_EQ(pairs, 0u) << "refused requests hold pairs at the relay";
+  // The relay closed the refused connectors' sockets: EOF after the status.
+  for (auto& c : held) {
+    uint8_t x;
+    EXPECT_EQ(recv(c.get(), &x, 1, 0), 0);
+  }
+  EXPECT_EQ(agents[2].pairs(), 0u);
+}
+
 // A plugin process that is not its host's agent (a standby; every process when
 // nccl-mesh-relayd runs) asks the agent for the route over the local socket, so RDMA relay can
 // open its QPs on the first cable (review 1 finding 2a).
@@ -641,6 +675,90 @@ TEST_F(RelayAgentTest, ADisconnectedDestinationFailsNamingIt) {
   EXPECT_EQ(agents[0].first_hop(dest, 0, &hop, &why, monotonic_ms()), HopStatus::kWait);
 }
 
+// Review finding (HIGH): requests were keyed by their upstream descriptor's number. In one batch
+// of events, request A ends (its connector resets: both of A's sockets close), the relay port's
+// listener then accepts B, which gets A's number and replaced (freed) A, and the batch's next
+// event, A's onward socket answering, read the freed request. The agent's thread is held here
+// while the three events arrive in that order, so the batch is the same on every run; ASan
+// reports the use after free on the old code (a release build may read the freed bytes quietly).
+TEST(RelayAgentBatch, ARequestEndedInABatchSurvivesAConnectionThatReusesItsDescriptor) {
+  std::atomic<bool> hold{false}, parked{false};
+  AgentConfig config = config_for(0, 2);  // 127.77.0.1/30; its neighbour is 127.77.0.2
+  config.port = static_cast<uint16_t>(test_port() + 2);  // not the fixture's nor the election's
+  // RDMA requests wait for the next agent's answer on the onward socket: that answer is an
+  // event this test can send at the moment of its choosing.
+  config.rdma_forward = [](RdmaHandoff&, std::string* why) {
+    *why = "not in this test";
+    return false;
+  };
+  config.before_wait = [&] {
+    while (hold.load()) {
+      parked = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    parked = false;
+  };
+  Agent agent;
+  std::string why;
+  ASSERT_TRUE(agent.start(config, &why)) << why;
+  if (!agent.is_agent()) GTEST_SKIP() << "relay port " << config.port << " is taken on loopback";
+  const uint32_t me = *parse_ipv4("127.77.0.1"), next = *parse_ipv4("127.77.0.2");
+  // The next host's agent, played by this test.
+  UniqueFd next_agent(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const sockaddr_in na = make_sockaddr(next, config.port);
+  const int one = 1;  // over TIME_WAIT leftovers of earlier tests; a second listener still fails
+  setsockopt(next_agent.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(next_agent.get(), reinterpret_cast<const sockaddr*>(&na), sizeof(na)) != 0)
+    GTEST_SKIP() << "port " << config.port << " is taken on 127.77.0.2";
+  ASSERT_EQ(listen(next_agent.get(), 4), 0);
+
+  // A: an RDMA request for the neighbour; the agent connects onward and sends it on.
+  RelayRequest req = rdma_request_for(1234);
+  req.dest = {{next, 30}};
+  uint8_t b[kRequestSize];
+  encode_for(req, b);
+  UniqueFd a = connect_to(next, me, config.port);
+  ASSERT_TRUE(send_all(a.get(), b, sizeof(b)));
+  pollfd pfd{next_agent.get(), POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "the agent did not connect onward";
+  UniqueFd onward(accept(next_agent.get(), nullptr, nullptr));
+  ASSERT_TRUE(onward.valid());
+  timeval tv{5, 0};
+  setsockopt(onward.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  uint8_t forwarded[kRequestSize];
+  ASSERT_TRUE(recv_all(onward.get(), forwarded, sizeof(forwarded)));  // A awaits the answer now
+
+  hold = true;
+  for (int i = 0; i < 2000 && !parked.load(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(parked.load()) << "the agent's thread did not come round to epoll_wait";
+  // 1. A's connector resets: the agent closes both of A's sockets on this event.
+  const linger reset{1, 0};
+  setsockopt(a.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  a.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // 2. B connects: accepted on the lowest free descriptor, A's upstream one.
+  UniqueFd c = connect_to(next, me, config.port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // 3. The next agent answers A: an event for A's onward socket, after B's in the batch.
+  uint8_t ok[kRelayReplySize];
+  encode_relay_reply(ReplyCode::kOk, ok);
+  ASSERT_TRUE(send_all(onward.get(), ok, sizeof(ok)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  hold = false;
+
+  // B is served as any request is (garbage: "malformed").
+  uint8_t junk[kRequestSize];
+  std::memset(junk, 0x5a, sizeof(junk));
+  ASSERT_TRUE(send_all(c.get(), junk, sizeof(junk)));
+  EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kMalformed));
+  // A was torn down (its onward socket closed, reset for the unread answer): nothing carried.
+  uint8_t x;
+  EXPECT_LE(recv(onward.get(), &x, 1, 0), 0);
+  EXPECT_EQ(agent.pairs(), 0u);
+  agent.stop();
+}
+
 TEST(RelayAgentElection, OneAgentPerHostTheOthersStandByAndTakeOver) {
   // Not emulated: both bind 0.0.0.0 on the same port, as two plugin processes of one host do.
   AgentConfig c = config_for(0, 2);
@@ -670,11 +788,33 @@ TEST(RelayAgentElection, OneAgentPerHostTheOthersStandByAndTakeOver) {
 namespace mesh::relay {
 namespace {
 
+// The cap must fit the process's own limit: a rank's process usually has a soft limit of 1024,
+// and its NCCL sockets need descriptors too (the former floor of 512 pairs, 3072 descriptors,
+// ran such a process out of them after 166 pairs).
 TEST(RelayAgentCapacity, PairsFollowTheFdLimitWithinBounds) {
-  EXPECT_EQ(pairs_for_fd_limit(1024), 512u);  // a default shell: the former fixed cap
-  EXPECT_EQ(pairs_for_fd_limit(20000), (20000u - 1024u) / 6u);
-  EXPECT_EQ(pairs_for_fd_limit(1048576), 4096u);  // the service's unit
+  bool below = true;
+  // A default shell: half the limit left to the process, 512 descriptors for 85 pairs.
+  EXPECT_EQ(pairs_for_fd_limit(1024, &below), 85u);
+  EXPECT_FALSE(below);
+  EXPECT_LE(pairs_for_fd_limit(1024) * 6, 1024u / 2);
+  EXPECT_EQ(pairs_for_fd_limit(4096, &below), (4096u - 2048u) / 6u);
+  EXPECT_FALSE(below);
+  EXPECT_EQ(pairs_for_fd_limit(20000), (20000u - 10000u) / 6u);
+  EXPECT_EQ(pairs_for_fd_limit(65536), 4096u);            // (65536 - 32768) / 6 = 5461, capped
+  EXPECT_EQ(pairs_for_fd_limit(1048576, &below), 4096u);  // the service's unit
+  EXPECT_FALSE(below);
   EXPECT_EQ(pairs_for_fd_limit(~0ull), 4096u);
+  // Below 512 + 16 * 6 descriptors even the minimum does not fit: the agent WARNs at start.
+  EXPECT_EQ(pairs_for_fd_limit(256, &below), kMinPairs);
+  EXPECT_TRUE(below);
+  EXPECT_EQ(pairs_for_fd_limit(600, &below), kMinPairs);
+  EXPECT_TRUE(below);
+  EXPECT_EQ(pairs_for_fd_limit(0, &below), kMinPairs);
+  EXPECT_TRUE(below);
+  // Never more pairs than the limit leaves beside the reserve, at any limit above the minimum.
+  for (uint64_t soft = 512 + 6 * kMinPairs; soft < 70000; soft += 97) {
+    EXPECT_LE(pairs_for_fd_limit(soft) * 6 + 512, soft) << soft;
+  }
 }
 
 }  // namespace
