@@ -288,10 +288,23 @@ ncclResult_t Comm::deregister(void* mhandle) {
     r = it->second;
     by_handle_.erase(it);
     regions_.erase(r->id);
+    for (auto& peer : peers_) {
+      if (!peer->rdma) continue;
+      peer->keys_forget.push_back(r->id);
+      peer->keys_forget_pending.store(true, std::memory_order_release);
+    }
   }
+  {
+    // Not under mu_ (the engine copies a get reply holding mu_ then copy_mu): waits for a copy
+    // in flight (one chunk at most); every later copy sees `dead` and fails that peer's stream.
+    // Queued get replies and ops keep the Region object alive, never its memory.
+    std::lock_guard<std::mutex> lock(r->copy_mu);
+    r->dead = true;
+    r->tag = GinTag::kDead;
+  }
+  // After `dead`: a CUDA copy in flight used this context until the lock was free.
   if (r->cuda_context != nullptr)
     CudaDriver::instance().release_context(r->cuda_context, r->cuda_device);
-  r->tag = GinTag::kDead;  // the engine may still hold it for a copy in flight
   return ncclSuccess;
 }
 
@@ -503,21 +516,26 @@ Region* Comm::region(void* mhandle, const char* what) {
   return r.get();
 }
 
-void Comm::fail_peer(uint32_t rank, const std::string& why) {
+void Comm::fail_peer(uint32_t rank, const std::string& why, bool warn) {
   Peer& p = *peers_[rank];
   if (p.failed.exchange(true, std::memory_order_acq_rel)) return;
   error_.store(true, std::memory_order_release);
-  MESH_WARN(
-      "GIN (rank %d): the stream with rank %u failed: %s; every operation with that rank "
-      "now fails (queryLastError reports it)",
-      rank_, rank, why.c_str());
+  if (warn)
+    MESH_WARN(
+        "GIN (rank %d): the stream with rank %u failed: %s; every operation with that rank "
+        "now fails (queryLastError reports it)",
+        rank_, rank, why.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   for (Op& op : p.queue)
     if (op.request != nullptr) op.request->state.store(2, std::memory_order_release);
   p.queue.clear();
   if (p.has_current && p.current.request != nullptr)
     p.current.request->state.store(2, std::memory_order_release);
+  // Drop every Region reference the engine held for this peer: the current op, queued get
+  // replies (their source may be deregistered; its ibv_mr goes with the last reference).
   p.has_current = false;
+  p.current = Op{};
+  p.replies.clear();
   for (auto& [id, g] : p.gets) g.request->state.store(2, std::memory_order_release);
   p.gets.clear();
   for (SendSlot& s : p.send)

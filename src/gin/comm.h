@@ -21,7 +21,9 @@
 // and never touch a net comm after connect(). The engine thread alone drives the net comms
 // (isend/irecv/test), copies payloads and applies signals; it takes `mu_` only to pop queued ops
 // and look up registrations and gets. Request completion is an atomic store the caller's test()
-// reads.
+// reads. Each copy into or out of a registration (and each signal) holds that Region's copy_mu,
+// which deregMrSym (NCCL's thread) also takes to mark it dead; lock order mu_ -> copy_mu (a get
+// reply is copied under mu_), and deregister takes them one after the other, never nested.
 #pragma once
 
 #include <array>
@@ -61,6 +63,12 @@ struct Region {
   int cuda_device = -1;
   // Registered on every verbs device of the comm's one-sided peers (null when there are none).
   std::unique_ptr<RdmaRegistration> rdma;
+  // The engine copies into and out of `base` only while holding copy_mu and seeing !dead;
+  // deregister() sets dead under it, so once deregMrSym returns no copy is in flight (it waits
+  // for at most one chunk) and none starts (queued get replies and puts naming it still hold the
+  // Region, not the memory). Innermost lock: nothing takes mu_ or req_mu_ while holding it.
+  mutable std::mutex copy_mu;
+  bool dead = false;  // copy_mu
 };
 
 struct Request {
@@ -170,6 +178,10 @@ class Comm {
     // mu_: queued by NCCL's threads.
     std::deque<Op> queue;
     std::deque<Op> keys_out;  // kRegKey messages (one-sided peers): sent before the queue
+    // Registrations deregistered here: the engine erases the peer's keys for them (rdma->keys
+    // is engine-thread only), so stored keys stay bounded by the live registrations.
+    std::vector<uint32_t> keys_forget;
+    std::atomic<bool> keys_forget_pending{false};
     std::unordered_map<uint32_t, GetState> gets;
     uint32_t next_get_id = 1;
     uint64_t puts_issued = 0;
@@ -212,8 +224,9 @@ class Comm {
   // False (one WARN per peer) once the peer's stream failed or it closed; caller holds mu_.
   bool peer_usable(Peer& p, uint32_t rank, const char* what);
   std::shared_ptr<Region> find_region(const void* mhandle);  // caller holds mu_
-  // Engine thread only: one WARN, every pending operation with that rank fails.
-  void fail_peer(uint32_t rank, const std::string& why);
+  // Engine thread only: one WARN (none with warn=false: the caller logged it), every pending
+  // operation with that rank fails. Takes mu_: never call it holding a Region's copy_mu.
+  void fail_peer(uint32_t rank, const std::string& why, bool warn = true);
 
   // one_sided_connect.cc: after the greetings, offer every peer a QP on the cable of our
   // connection to it; pairs where both offered and connected go one-sided.
@@ -227,6 +240,8 @@ class Comm {
 
   // engine.cc
   void engine();
+  // The engine caught an exception: one WARN, every peer fails (never std::terminate).
+  void fail_all(const char* what) noexcept;
   bool progress_peer(uint32_t rank);
   bool progress_receives(uint32_t rank, Peer& p);
   bool progress_sends(uint32_t rank, Peer& p);

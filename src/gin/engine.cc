@@ -21,7 +21,15 @@ void Comm::engine() {
   int64_t last_move = monotonic_ns();
   while (!stop_.load(std::memory_order_acquire)) {
     bool moved = false;
-    for (uint32_t j = 0; j < static_cast<uint32_t>(nranks_); ++j) moved |= progress_peer(j);
+    // Nothing may escape this thread (std::terminate would kill NCCL's process): an exception
+    // (bad_alloc, say) fails every stream with one WARN; NCCL sees the errors and aborts cleanly.
+    try {
+      for (uint32_t j = 0; j < static_cast<uint32_t>(nranks_); ++j) moved |= progress_peer(j);
+    } catch (const std::exception& e) {
+      fail_all(e.what());
+    } catch (...) {
+      fail_all("unknown exception");
+    }
     const int64_t now = monotonic_ns();
     if (moved) {
       last_move = now;
@@ -34,10 +42,31 @@ void Comm::engine() {
   }
 }
 
+void Comm::fail_all(const char* what) noexcept {
+  MESH_WARN(
+      "GIN engine (rank %d): internal error: %s; every stream of this comm fails (out of memory? "
+      "check the process's memory use and limits)",
+      rank_, what);
+  for (uint32_t j = 0; j < static_cast<uint32_t>(nranks_); ++j) {
+    try {
+      fail_peer(j, what, false);
+    } catch (...) {  // the failed flag is set first: the peer is failed even so
+    }
+  }
+}
+
 bool Comm::progress_peer(uint32_t rank) {
   Peer& p = *peers_[rank];
   if (p.failed.load(std::memory_order_acquire)) return false;
   bool moved = false;
+  if (p.rdma && p.keys_forget_pending.exchange(false, std::memory_order_acq_rel)) {
+    std::vector<uint32_t> ids;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ids.swap(p.keys_forget);
+    }
+    for (uint32_t id : ids) p.rdma->keys.erase(id);
+  }
   if (rank != static_cast<uint32_t>(rank_)) moved |= progress_receives(rank, p);
   if (p.failed.load(std::memory_order_acquire)) return moved;
   if (p.rdma) moved |= poll_one_sided(rank, p);
@@ -183,9 +212,19 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
       const int rc = post_one_sided(rank, p, *op);
       if (rc < 0) return true;
       if (rc == 0) break;  // waits for a key or room on the QP: stays current
+      // The posted op holds its own Region reference until it completes; the current one must
+      // not keep the registration (and its ibv_mr, remote access rights) alive after that.
       p.has_current = false;
+      p.current = Op{};
       moved = true;
       continue;
+    }
+    if (op->kind == Kind::kGetRequest && p.bye_received.load(std::memory_order_acquire)) {
+      // Its stream has ended: no reply could ever come, and a flush would wait on it forever.
+      fail_peer(rank, "a get to rank " + std::to_string(rank) +
+                          " after it closed its GIN comm (its goodbye arrived first; are all ranks "
+                          "done with their gets before closing?)");
+      return true;
     }
     if (op->kind == Kind::kPut || op->kind == Kind::kGetRequest) ++p.stream_ops;
     const size_t slot = (p.send_head + p.send_count) % kSlots;
@@ -198,7 +237,10 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
     s.completes = last && op->kind == Kind::kPut ? op->request : nullptr;
     s.bye = op->kind == Kind::kBye;
     ++p.send_count;
-    if (last) p.has_current = false;
+    if (last) {
+      p.has_current = false;
+      p.current = Op{};  // its Region reference goes (a deregistered source is not kept)
+    }
     moved = true;
     if (self) {
       // This rank's own memory: applied at once, in the same order as any peer's stream.
@@ -260,7 +302,9 @@ bool Comm::build_message(uint32_t rank, Peer& p, Op& op, uint8_t* slot, size_t* 
     }
     std::string why;
     if (chunk > 0 && !copy_out(*op.src, op.src_off + op.sent, slot + kHeaderSize, chunk, &why)) {
-      fail_peer(rank, "reading the source buffer failed: " + why);
+      // The protocol has no error reply: failing the stream is how the peer learns of it.
+      fail_peer(rank, std::string(op.kind == Kind::kGetReply ? "get reply" : "put") +
+                          " from registration " + std::to_string(op.src->id) + ": " + why);
       return false;
     }
     op.sent += chunk;
@@ -329,8 +373,14 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
         return -1;
       }
     }
-    if (h.length > 0 && !copy_in(*dst, h.offset, msg + kHeaderSize, h.length, why)) return -1;
-    if (sig && !apply_signal(*sig, h.signal_offset, h.signal_value, why)) return -1;
+    if (h.length > 0 && !copy_in(*dst, h.offset, msg + kHeaderSize, h.length, why)) {
+      *why = "put into registration " + std::to_string(h.reg) + ": " + *why;
+      return -1;
+    }
+    if (sig && !apply_signal(*sig, h.signal_offset, h.signal_value, why)) {
+      *why = "signal in registration " + std::to_string(h.signal_reg) + ": " + *why;
+      return -1;
+    }
   } else if (h.kind == Kind::kGetRequest) {
     std::shared_ptr<Region> src;
     const int rc = lookup(h.reg, &src);
@@ -352,6 +402,18 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
     reply.get_id = h.get_id;
     p.replies.push_back(std::move(reply));
   } else if (h.kind == Kind::kBye) {
+    // On a two-sided stream our gets are answered by messages after which its kBye would come:
+    // a kBye with gets outstanding leaves them (and flushes waiting on them) unanswered forever.
+    // One-sided gets are RDMA READs its QP answers until our own kBye, so they may be pending.
+    if (!p.rdma) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!p.gets.empty()) {
+        *why = "that rank closed its GIN comm with " + std::to_string(p.gets.size()) +
+               " gets from this rank unanswered (protocol violation; did every rank finish "
+               "its gets before closing?)";
+        return -1;
+      }
+    }
     p.bye_received.store(true, std::memory_order_release);
   } else if (h.kind == Kind::kRegKey) {
     RegKey k;
@@ -360,6 +422,24 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
       return -1;
     }
     if (!decode_reg_key(msg + kHeaderSize, h.length, &k, why)) return -1;
+    int verdict = 0;
+    uint32_t next_id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      next_id = next_region_id_;
+      verdict = reg_key_verdict(h.reg, next_id, regions_.count(h.reg) != 0);
+    }
+    if (verdict < 0) {
+      *why = "a key for registration " + std::to_string(h.reg) + " (this rank's next is " +
+             std::to_string(next_id) + "; more than " + std::to_string(kRegKeyLookahead) +
+             " ahead, or 0)";
+      return -1;
+    }
+    // Already deregistered here (its key was still on the way): never used, not kept.
+    if (verdict == 0) {
+      ++p.recv_seq;
+      return 1;
+    }
     if (!p.rdma->keys.emplace(h.reg, k).second) {
       *why = "registration " + std::to_string(h.reg) + "'s key announced twice";
       return -1;
@@ -381,8 +461,11 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
       return -1;
     }
     if (h.length > 0 &&
-        !copy_in(*g.local, g.local_off + h.offset, msg + kHeaderSize, h.length, why))
+        !copy_in(*g.local, g.local_off + h.offset, msg + kHeaderSize, h.length, why)) {
+      *why = "reply to get " + std::to_string(h.get_id) + " into registration " +
+             std::to_string(g.local->id) + ": " + *why;
       return -1;
+    }
     g.received += h.length;
     if (last) {
       p.gets_done.fetch_add(1, std::memory_order_acq_rel);
@@ -394,7 +477,20 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
   return 1;
 }
 
+namespace {
+// Caller holds r.copy_mu.
+bool region_alive(const Region& r, std::string* why) {
+  if (!r.dead) return true;
+  *why =
+      "deregistered on this rank while the engine still had bytes of it to move (deregMrSym "
+      "called before every get, put and signal naming it completed on every rank?)";
+  return false;
+}
+}  // namespace
+
 bool Comm::copy_in(const Region& r, uint64_t off, const uint8_t* from, size_t n, std::string* why) {
+  std::lock_guard<std::mutex> lock(r.copy_mu);
+  if (!region_alive(r, why)) return false;
   if (r.type == NCCL_PTR_CUDA)
     return CudaDriver::instance().to_device(r.cuda_context, r.base + off, from, n, why);
   std::memcpy(r.base + off, from, n);
@@ -402,6 +498,8 @@ bool Comm::copy_in(const Region& r, uint64_t off, const uint8_t* from, size_t n,
 }
 
 bool Comm::copy_out(const Region& r, uint64_t off, uint8_t* to, size_t n, std::string* why) {
+  std::lock_guard<std::mutex> lock(r.copy_mu);
+  if (!region_alive(r, why)) return false;
   if (r.type == NCCL_PTR_CUDA)
     return CudaDriver::instance().to_host(r.cuda_context, to, r.base + off, n, why);
   std::memcpy(to, r.base + off, n);
@@ -409,6 +507,8 @@ bool Comm::copy_out(const Region& r, uint64_t off, uint8_t* to, size_t n, std::s
 }
 
 bool Comm::apply_signal(const Region& r, uint64_t off, uint64_t value, std::string* why) {
+  std::lock_guard<std::mutex> lock(r.copy_mu);
+  if (!region_alive(r, why)) return false;
   uint8_t* word = r.base + off;
   if (r.type != NCCL_PTR_CUDA) {
     if (reinterpret_cast<uintptr_t>(word) % 8 != 0) {

@@ -94,6 +94,18 @@ void encode_reg_key(const RegKey& k, uint8_t* out);
 // Refuses a nonzero reserved word and a range that wraps the address space.
 bool decode_reg_key(const uint8_t* in, size_t size, RegKey* out, std::string* why);
 
+// How far past this rank's next registration id a peer's kRegKey may name (registration is
+// collective, so a peer runs ahead of us by the registrations it made first, not by millions):
+// with the keys of deregistered ids erased, a peer's stored keys stay bounded.
+inline constexpr uint32_t kRegKeyLookahead = 1024;
+// A kRegKey for registration `id`, given this rank's next id and whether `id` is live here:
+// 1 store it, 0 ignore it (deregistered here already; its key was still on the way), -1 refuse
+// (id 0, or more than kRegKeyLookahead ahead: a hostile or broken peer).
+inline int reg_key_verdict(uint32_t id, uint32_t next_id, bool live) {
+  if (id == 0 || (id >= next_id && id - next_id >= kRegKeyLookahead)) return -1;
+  return id >= next_id || live ? 1 : 0;
+}
+
 // The RDMA hello (connect, after the greeting; outside the message sequence): each rank tells
 // every peer whether it opened a QP for the one-sided path (phase 1, with that QP's numbers) and
 // then that the QP is ready to receive (phase 2). A pair goes one-sided only when both offered.

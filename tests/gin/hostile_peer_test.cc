@@ -249,6 +249,47 @@ TEST(GinHostileHello, ConnectRefusesAMalformedRdmaHello) {
   EXPECT_EQ(errors, "");
 }
 
+// A peer that says goodbye (kBye) while rank 0 has a get to it outstanding: that get can never
+// be answered, so it and a flush waiting on it must fail within a bounded time instead of
+// leaving NCCL's proxy testing them forever.
+TEST(GinHostileBye, GoodbyeWithAGetOutstandingFailsTheGetAndTheFlush) {
+  const Case bye{"bye", [](uint8_t* m) {
+                   mesh::gin::Header h;
+                   h.kind = mesh::gin::Kind::kBye;
+                   h.flags = mesh::gin::kFlagLast;
+                   mesh::gin::encode_header(h, m);
+                   return mesh::gin::kHeaderSize;
+                 }};
+  const std::string errors = run_ranks(2, 60, [&](RankEnv& env) {
+    if (env.rank() == 1) return forged_peer(env, bye);
+    GinRank g(env);
+    if (!g.setup(13, 1)) return false;
+    std::vector<uint8_t> mem(kRegion, 0x11);
+    void *mh = nullptr, *get = nullptr, *flush = nullptr;
+    if (!g.reg(mem.data(), kRegion, &mh) ||
+        !g.ok(g.api.iget(g.target, 0, 0, mh, 64, 0, mh, 1, &get), "iget") ||
+        !g.ok(g.api.iflush(g.target, 0, mh, 1, &flush), "iflush") || !env.barrier())
+      return false;  // after the barrier the forged peer sends its kBye
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3 * time_scale());
+    for (void* req : {get, flush}) {
+      int done = 0;
+      ncclResult_t rc = ncclSuccess;
+      while (!done) {
+        rc = g.api.test(g.comm, req, &done);
+        if (!done && std::chrono::steady_clock::now() > deadline)
+          return env.fail(std::string(req == get ? "the get" : "the flush") +
+                          " was still pending 3 s after the peer's goodbye");
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      if (rc == ncclSuccess) return env.fail("a get the peer never answered completed");
+    }
+    if (!env.barrier()) return false;
+    return g.dereg(mh) && g.api.release_target(g.comm, g.target) == ncclSuccess &&
+           g.api.close_coll(g.comm) == ncclSuccess && g.api.finalize(g.ctx) == ncclSuccess;
+  });
+  EXPECT_EQ(errors, "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Gin, HostilePeerTest, ::testing::ValuesIn(kCases),
                          [](const auto& p) { return std::string(p.param.name); });
 

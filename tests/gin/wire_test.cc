@@ -182,6 +182,20 @@ TEST(GinWire, RegistrationKeyRoundTripsAndRejectsJunk) {
   EXPECT_FALSE(decode_reg_key(key, sizeof(key) - 1, &k, &why));
 }
 
+// A one-sided peer's kRegKey: stored for a live id or one up to kRegKeyLookahead ahead of ours
+// (it registered first), ignored for one deregistered here, refused beyond (a hostile peer would
+// otherwise grow the key map without bound) and for id 0.
+TEST(GinWire, RegistrationKeyIdsAreBoundedByTheLookahead) {
+  EXPECT_EQ(reg_key_verdict(3, 5, true), 1);   // live here
+  EXPECT_EQ(reg_key_verdict(3, 5, false), 0);  // deregistered here: not kept
+  EXPECT_EQ(reg_key_verdict(5, 5, false), 1);  // our next: the peer registered first
+  EXPECT_EQ(reg_key_verdict(5 + kRegKeyLookahead - 1, 5, false), 1);
+  EXPECT_EQ(reg_key_verdict(5 + kRegKeyLookahead, 5, false), -1);
+  EXPECT_EQ(reg_key_verdict(~0U, 5, false), -1);
+  EXPECT_EQ(reg_key_verdict(0, 1, false), -1);
+  EXPECT_EQ(reg_key_verdict(~0U, ~0U - 3, false), 1);  // no wrap in the distance
+}
+
 TEST(GinWire, RdmaHelloRoundTripsAndRejectsJunk) {
   rdma::SetupMessage m;
   rdma::QpInfo q;
