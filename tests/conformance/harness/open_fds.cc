@@ -45,4 +45,17 @@ std::set<std::string> open_fds_settled(const std::set<std::string>& baseline,
   return now;
 }
 
+std::set<std::string> open_fds_quiet(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::set<std::string> now = open_fds();
+  int same = 0;
+  while (same < 5 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::set<std::string> next = open_fds();
+    same = next.size() == now.size() ? same + 1 : 0;
+    now = std::move(next);
+  }
+  return now;
+}
+
 }  // namespace conformance

@@ -24,4 +24,9 @@ std::string fds_missing_from(const std::set<std::string>& before,
 std::set<std::string> open_fds_settled(const std::set<std::string>& baseline,
                                        std::chrono::milliseconds timeout);
 
+// open_fds() once the count has stayed the same for 100 ms (at most `timeout`): a baseline that
+// leaves out what closes a moment later (a closed send comm's control socket lingers until its
+// receiver's FIN reaches the plugin's lingering-close thread: util/lingering_close.h).
+std::set<std::string> open_fds_quiet(std::chrono::milliseconds timeout);
+
 }  // namespace conformance
