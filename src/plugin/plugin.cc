@@ -27,9 +27,10 @@ namespace mesh {
 
 namespace {
 
-// How long the last finalize waits for closed senders' receivers to read what is left
-// (lingering_close.h); at the end of a job both sides close within moments of each other.
-constexpr int64_t kLingerAtFinalizeMs = 2000;
+// How long the last finalize waits for closed senders' bytes that the receivers' kernels have
+// not acknowledged yet (lingering_close.h): a receiver that reads reaches them within moments;
+// one that does not (stopped, hung) must not hold NCCL's teardown for long.
+constexpr int64_t kLingerAtFinalizeMs = 1000;
 
 // The process exit (or the unload of a build without -z nodelete) joins our threads before
 // the code goes away; see Plugin::stop_at_exit for why the comms stay.

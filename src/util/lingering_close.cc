@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "util/lingering_close.h"
 
+#include <linux/sockios.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +20,8 @@
 
 namespace mesh {
 namespace {
+
+constexpr int64_t kRecheckMs = 10;
 
 struct Lingering {
   UniqueFd fd;
@@ -37,6 +41,13 @@ struct Lingerer {
 Lingerer& lingerer() {
   static Lingerer* l = new Lingerer;
   return *l;
+}
+
+// Bytes the peer's kernel has not acknowledged yet (the FIN counts one): while there are none,
+// a reset loses nothing (the peer's receive queue stays readable after one). -1: unknown.
+int64_t unacknowledged(int fd) {
+  int n = 0;
+  return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : -1;
 }
 
 // Reads and drops what the socket holds. True once the peer is done (FIN, reset, error).
@@ -66,7 +77,8 @@ void run(Lingerer* l) {
       const int64_t now = monotonic_ms();
       for (const Lingering& s : l->sockets) {
         fds.push_back({s.fd.get(), POLLIN | POLLRDHUP, 0});
-        const int64_t left = std::max<int64_t>(0, s.deadline_ms - now);
+        // Acknowledgements wake no poll(): look again every kRecheckMs.
+        const int64_t left = std::clamp<int64_t>(s.deadline_ms - now, 0, kRecheckMs);
         timeout = timeout < 0 ? left : std::min(timeout, left);
       }
     }
@@ -81,8 +93,9 @@ void run(Lingerer* l) {
     size_t kept = 0;
     for (size_t i = 0; i < l->sockets.size(); ++i) {
       const bool polled = i + 1 < fds.size();
-      const bool done = polled && ((fds[i + 1].revents != 0 && drain(fds[i + 1].fd)) ||
-                                   now >= l->sockets[i].deadline_ms);
+      const int fd = polled ? fds[i + 1].fd : -1;
+      const bool done = polled && ((fds[i + 1].revents != 0 && drain(fd)) ||
+                                   unacknowledged(fd) <= 0 || now >= l->sockets[i].deadline_ms);
       if (done) continue;  // UniqueFd closes it
       if (kept != i) l->sockets[kept] = std::move(l->sockets[i]);
       ++kept;
@@ -96,7 +109,8 @@ void run(Lingerer* l) {
 void close_when_peer_done(UniqueFd fd, int64_t linger_ms) {
   if (!fd.valid()) return;
   shutdown(fd.get(), SHUT_WR);  // FIN after the bytes still queued
-  if (drain(fd.get())) return;  // the peer is done already: closing resets nothing
+  // The peer is done already, or has everything: closing loses nothing.
+  if (drain(fd.get()) || unacknowledged(fd.get()) == 0) return;
   Lingerer& l = lingerer();
   std::lock_guard<std::mutex> start(l.start_mu);
   if (!l.thread.joinable()) {

@@ -6,7 +6,9 @@
 // coming until it has posted its last receive: a reset would lose messages NCCL was told were
 // sent. close_when_peer_done() sends FIN after what is queued (shutdown(SHUT_WR)) and hands the
 // socket to one background thread, which reads and drops what the peer still sends and closes
-// the socket at the peer's FIN or reset, or at the deadline.
+// the socket once the peer's kernel has acknowledged every byte (a reset after that loses
+// nothing: Linux keeps the peer's received bytes readable), at the peer's FIN or reset, or at
+// the deadline.
 //
 // Threads: any thread may hand a socket over; the lingering sockets belong to the background
 // thread (started on first use, with an eventfd to wake it) until stop_lingering() joins it:
