@@ -136,6 +136,17 @@ int main(int argc, char** argv) {
       fds = count_fds();
       threads = status_field("Threads:");
     }
+    // The baseline itself must not count what closes a moment later: a closed send comm's
+    // control socket lingers until the receiver's kernel acknowledged its last bytes
+    // (util/lingering_close.h). Take it once the counts held for 100 ms (at most 2 s).
+    for (int same = 0, waited = 0; i + 1 == warmup && same < 5 && waited < 100; ++waited) {
+      usleep(20000);
+      const int f = count_fds();
+      const long t = status_field("Threads:");
+      same = f == fds && t == threads ? same + 1 : 0;
+      fds = f;
+      threads = t;
+    }
     const long rss = status_field("VmRSS:");
     if (i + 1 == warmup) {
       base_fds = fds;
