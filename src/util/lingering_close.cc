@@ -3,7 +3,6 @@
 
 #include <linux/sockios.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +20,8 @@
 namespace mesh {
 namespace {
 
+// Acknowledgements and new sockets wake no poll(): the thread looks again this often, and only
+// while it holds sockets.
 constexpr int64_t kRecheckMs = 10;
 
 struct Lingering {
@@ -30,12 +31,12 @@ struct Lingering {
 
 // Never destroyed: NCCL may close comms after static destructors ran.
 struct Lingerer {
+  std::mutex start_mu;  // starting and joining the thread; taken before mu
+  std::thread thread;
   std::mutex mu;
   std::vector<Lingering> sockets;  // appended by any thread, removed by the thread only
-  std::thread thread;              // started and joined under start_mu
-  UniqueFd wake;                   // eventfd: a socket was added, or stop
+  bool running = false;            // the thread has not decided to end yet
   bool stop = false;
-  std::mutex start_mu;
 };
 
 Lingerer& lingerer() {
@@ -61,41 +62,30 @@ bool drain(int fd) {
   }
 }
 
-void poke(int wake) {
-  const uint64_t one = 1;
-  [[maybe_unused]] const ssize_t n = write(wake, &one, sizeof(one));
-}
-
+// The thread lives only while it holds sockets, so a process that closed its comms is back to
+// its own threads and descriptors (the leak checks of the soak and conformance tests count them).
 void run(Lingerer* l) {
   std::vector<pollfd> fds;
   for (;;) {
-    int64_t timeout = -1;
     {
       std::lock_guard<std::mutex> lock(l->mu);
-      if (l->stop) return;
-      fds.assign(1, {l->wake.get(), POLLIN, 0});
-      const int64_t now = monotonic_ms();
-      for (const Lingering& s : l->sockets) {
-        fds.push_back({s.fd.get(), POLLIN | POLLRDHUP, 0});
-        // Acknowledgements wake no poll(): look again every kRecheckMs.
-        const int64_t left = std::clamp<int64_t>(s.deadline_ms - now, 0, kRecheckMs);
-        timeout = timeout < 0 ? left : std::min(timeout, left);
+      if (l->stop || l->sockets.empty()) {
+        l->running = false;  // nothing of l is touched after this
+        return;
       }
+      fds.clear();
+      for (const Lingering& s : l->sockets) fds.push_back({s.fd.get(), POLLIN | POLLRDHUP, 0});
     }
-    poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(timeout, 1000000)));
-    if (fds[0].revents != 0) {
-      uint64_t n = 0;
-      [[maybe_unused]] const ssize_t r = read(l->wake.get(), &n, sizeof(n));
-    }
+    poll(fds.data(), fds.size(), static_cast<int>(kRecheckMs));
     const int64_t now = monotonic_ms();
     std::lock_guard<std::mutex> lock(l->mu);
-    // Only this thread removes sockets, so the first fds.size() - 1 are the ones polled.
+    // Only this thread removes sockets, so the first fds.size() are the ones polled.
     size_t kept = 0;
     for (size_t i = 0; i < l->sockets.size(); ++i) {
-      const bool polled = i + 1 < fds.size();
-      const int fd = polled ? fds[i + 1].fd : -1;
-      const bool done = polled && ((fds[i + 1].revents != 0 && drain(fd)) ||
-                                   unacknowledged(fd) <= 0 || now >= l->sockets[i].deadline_ms);
+      const bool polled = i < fds.size();
+      const int fd = l->sockets[i].fd.get();
+      const bool done = polled && ((fds[i].revents != 0 && drain(fd)) || unacknowledged(fd) <= 0 ||
+                                   now >= l->sockets[i].deadline_ms);
       if (done) continue;  // UniqueFd closes it
       if (kept != i) l->sockets[kept] = std::move(l->sockets[i]);
       ++kept;
@@ -113,38 +103,36 @@ void close_when_peer_done(UniqueFd fd, int64_t linger_ms) {
   if (drain(fd.get()) || unacknowledged(fd.get()) == 0) return;
   Lingerer& l = lingerer();
   std::lock_guard<std::mutex> start(l.start_mu);
-  if (!l.thread.joinable()) {
-    l.wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!l.wake.valid()) return;  // out of descriptors: closed at once, as without lingering
-    l.stop = false;
-    l.thread = std::thread(run, &l);
+  {
+    std::lock_guard<std::mutex> lock(l.mu);
+    if (l.sockets.size() >= kMaxLingeringSockets) {
+      MESH_INFO(NCCL_NET, "%zu closed sockets already wait for their peers: closing one at once",
+                l.sockets.size());
+      return;
+    }
+    l.sockets.push_back({std::move(fd), monotonic_ms() + linger_ms});
+    if (l.running) return;  // the thread takes it at its next look
+    l.running = true;
   }
-  std::lock_guard<std::mutex> lock(l.mu);
-  if (l.sockets.size() >= kMaxLingeringSockets) {
-    MESH_INFO(NCCL_NET, "%zu closed sockets already wait for their peers: closing one at once",
-              l.sockets.size());
-    return;
-  }
-  l.sockets.push_back({std::move(fd), monotonic_ms() + linger_ms});
-  poke(l.wake.get());
+  if (l.thread.joinable()) l.thread.join();  // one that ended: it returns at once
+  l.thread = std::thread(run, &l);
 }
 
 void stop_lingering(int64_t wait_ms) {
   Lingerer& l = lingerer();
   std::lock_guard<std::mutex> start(l.start_mu);
-  if (!l.thread.joinable()) return;
   const int64_t until = monotonic_ms() + wait_ms;
   while (lingering_sockets() > 0 && monotonic_ms() < until) usleep(10000);
   {
     std::lock_guard<std::mutex> lock(l.mu);
     l.stop = true;
   }
-  poke(l.wake.get());
-  l.thread.join();
+  if (l.thread.joinable()) l.thread.join();
   std::lock_guard<std::mutex> lock(l.mu);
   for (Lingering& s : l.sockets) drain(s.fd.get());
   l.sockets.clear();
-  l.wake.reset();
+  l.stop = false;
+  l.running = false;
 }
 
 size_t lingering_sockets() {

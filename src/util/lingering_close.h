@@ -11,8 +11,8 @@
 // the deadline.
 //
 // Threads: any thread may hand a socket over; the lingering sockets belong to the background
-// thread (started on first use, with an eventfd to wake it) until stop_lingering() joins it:
-// the plugin calls that when its last context is finalized, before NCCL may dlclose it.
+// thread, which runs only while it holds some (started by the first, ended after the last) and
+// which stop_lingering() joins: the plugin calls that when its last context is finalized.
 #pragma once
 
 #include <cstddef>
