@@ -44,6 +44,14 @@ Lingerer& lingerer() {
   return *l;
 }
 
+// A thread that ended with its last socket stays joinable until the next one starts; at exit
+// it is joined (and one still running stopped), whether or not the plugin's own exit hook ran
+// (the unit tests use the transport without it): a thread never joined is a leak to
+// ThreadSanitizer. The Lingerer itself is never destroyed, so this may run in any order.
+struct JoinAtExit {
+  ~JoinAtExit() { stop_lingering(0); }
+} join_at_exit;
+
 // Bytes the peer's kernel has not acknowledged yet (the FIN counts one): while there are none,
 // a reset loses nothing (the peer's receive queue stays readable after one). -1: unknown.
 int64_t unacknowledged(int fd) {
