@@ -133,6 +133,7 @@ struct Agent::Pending {
   size_t reply_got = 0;
   bool dead = false;
   int64_t deadline_ms = 0;
+  uint32_t source = 0;                     // upstream peer's address (pending_per_source_)
   std::string from;                        // upstream peer "addr:port"
   std::string to;                          // onward "addr:port"
   uint32_t down_local = 0, down_peer = 0;  // the onward socket's addresses
@@ -150,6 +151,20 @@ size_t pairs_for_fd_limit(uint64_t soft_limit, bool* below_minimum) {
   const uint64_t usable = soft_limit > reserve ? (soft_limit - reserve) / 6 : 0;
   if (below_minimum != nullptr) *below_minimum = usable < kMinPairs;
   return static_cast<size_t>(std::clamp<uint64_t>(usable, kMinPairs, kMaxPairs));
+}
+
+size_t pending_per_source(size_t max_pairs) {
+  // Without a share per source, one address could hold every pending slot (they count against
+  // the pairs cap) for kRequestTimeoutMs at a time by opening sockets to the relay port and
+  // sending nothing, and nobody else would be relayed. A quarter, as the handshake service's
+  // admission queue gives a source: at least three other sources always fit beside one at its
+  // share (a host has 2-4 cables: its neighbours' agents, one address per cable, and its own
+  // address, from which standby processes hand over their sockets). A request is pending for
+  // one round trip plus an onward connect (milliseconds on a cable), so even a neighbour that
+  // relays hundreds of sockets has few pending at any instant: at the default fd limit (85
+  // pairs) a source may have 21 pending, at the service's 4096 pairs 1024; a burst beyond the
+  // share is answered "busy" and its connectors retry within their connect timeout.
+  return std::max<size_t>(1, max_pairs / 4);
 }
 
 std::string agent_socket_name(const AgentConfig& config) {
@@ -223,6 +238,7 @@ void Agent::stop() {
   for (auto& [p, box] : boxes_) box->splice->reset();
   boxes_.clear();
   pending_.clear();
+  pending_per_source_.clear();
   listeners_.clear();
   udp_recv_.clear();
   udp_send_.clear();
@@ -622,7 +638,13 @@ void Agent::loop() {
     expire(now);
     // Only now, with no event of the batch left to refer to them (agent.h, pending_).
     std::erase_if(boxes_, [](const auto& b) { return b.second->dead; });
-    std::erase_if(pending_, [](const auto& p) { return p.second->dead; });
+    std::erase_if(pending_, [this](const auto& p) {
+      if (!p.second->dead) return false;
+      const auto count = pending_per_source_.find(p.second->source);
+      if (count != pending_per_source_.end() && --count->second == 0)
+        pending_per_source_.erase(count);
+      return true;
+    });
     retired_.clear();
   }
 }
@@ -814,7 +836,27 @@ void Agent::accept_requests(int fd) {
                    monotonic_ms());
       continue;
     }
+    const uint32_t source = ntohl(peer.sin_addr.s_addr);
+    const size_t share = pending_per_source(config_.max_pairs);
+    size_t& from_source = pending_per_source_[source];
+    if (from_source >= share) {
+      uint8_t r[kRelayReplySize];
+      encode_relay_reply(ReplyCode::kBusy, r);
+      (void)!send(s.get(), r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+      warn_limited("busy-source",
+                   "refused a relay request from " + format_endpoint(peer) + ": " +
+                       std::to_string(from_source) + " requests from " + format_ipv4(source) +
+                       " are pending already, at most " + std::to_string(share) +
+                       " pending per source address (a quarter of the " +
+                       std::to_string(config_.max_pairs) +
+                       " relayed sockets this agent carries); answered busy, the connector "
+                       "retries (a burst of connects, or a flood of sockets that send no request)",
+                   monotonic_ms());
+      continue;
+    }
+    ++from_source;
     auto p = std::make_unique<Pending>();
+    p->source = source;
     p->from = format_endpoint(peer);
     p->deadline_ms = monotonic_ms() + kRequestTimeoutMs;
     p->up = std::move(s);

@@ -88,6 +88,11 @@ constexpr size_t kMinPairs = 16;
 constexpr size_t kMaxPairs = 4096;
 size_t pairs_for_fd_limit(uint64_t soft_limit, bool* below_minimum = nullptr);
 
+// Requests one source address may have pending (accepted, not yet answered nor admitted) with
+// a cap of `max_pairs` pairs; beyond it they are answered "busy" at once (docs/relay.md,
+// "Bounded memory"). A quarter of the cap, at least 1 (agent.cc says why).
+size_t pending_per_source(size_t max_pairs);
+
 // The local socket name of the agent a process with this config registers with.
 std::string agent_socket_name(const AgentConfig& config);
 
@@ -196,6 +201,9 @@ class Agent {
   // is freed only after the batch (loop()), as are the targets of closed local clients.
   std::map<Pending*, std::unique_ptr<Pending>> pending_;
   std::map<Box*, std::unique_ptr<Box>> boxes_;
+  // Entries of pending_ per upstream source address (only sources with one at least), dead
+  // ones included until they are freed, as in the total cap.
+  std::map<uint32_t, size_t> pending_per_source_;
   std::vector<std::unique_ptr<Target>> retired_;  // targets freed after the current batch
   std::map<std::string, int64_t> warned_;
   // Beacons accepted per source address in the current second (a flood is dropped).

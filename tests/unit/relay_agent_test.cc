@@ -18,6 +18,7 @@
 #include "relay/registrar.h"
 #include "topology/emulated_mesh.h"
 #include "util/clock.h"
+#include "warn_capture.h"
 
 namespace mesh::relay {
 namespace {
@@ -815,6 +816,93 @@ TEST(RelayAgentCapacity, PairsFollowTheFdLimitWithinBounds) {
   for (uint64_t soft = 512 + 6 * kMinPairs; soft < 70000; soft += 97) {
     EXPECT_LE(pairs_for_fd_limit(soft) * 6 + 512, soft) << soft;
   }
+}
+
+}  // namespace
+}  // namespace mesh::relay
+
+namespace mesh::relay {
+namespace {
+
+// The status word the relay answers within `ms` (-2: none yet, the request is still pending).
+int status_within(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, ms) != 1) return -2;
+  return read_status(fd);
+}
+
+// A connection the relay made to `listener` within `ms` (invalid when none came).
+UniqueFd accept_within(int listener, int ms) {
+  pollfd p{listener, POLLIN, 0};
+  if (poll(&p, 1, ms) != 1) return UniqueFd();
+  return UniqueFd(accept(listener, nullptr, nullptr));
+}
+
+// A relay request for `port` on `dest` (the destination host's agent is the one asked), proved
+// with `nonce`'s key, sent from `from`; its status.
+int ask_last_hop(uint32_t from, uint32_t dest, uint16_t relay_port, uint16_t port,
+                 const uint8_t* nonce) {
+  RelayRequest req;
+  req.port = port;
+  req.dest = {{dest, 30}};
+  uint8_t b[kRequestSize];
+  encode_for(req, b, nonce);
+  UniqueFd c = connect_to(from, dest, relay_port);
+  EXPECT_TRUE(send_all(c.get(), b, sizeof(b)));
+  return read_status(c.get());
+}
+
+// Review finding (relay hardening a): pending requests (accepted, not yet answered or admitted)
+// were capped only in total, with the pairs, so one source address could hold every slot for
+// the request timeout (10 s) at a time and nobody else was relayed. A source now holds at most
+// a quarter of the cap; beyond it its requests are answered "busy" at once, with a WARN.
+TEST(RelayAgentPendingCap, OneSourceFillsOnlyItsShareAndAnotherSourceIsStillServed) {
+  test::WarnCapture warns;
+  AgentConfig config = config_for(0, 2);  // 127.77.0.1/30
+  config.port = static_cast<uint16_t>(test_port() + 3);
+  config.max_pairs = 8;  // a share of 2 pending requests per source address
+  Agent agent;
+  std::string why;
+  ASSERT_TRUE(agent.start(config, &why)) << why;
+  if (!agent.is_agent()) GTEST_SKIP() << "relay port " << config.port << " is taken on loopback";
+  const uint32_t self = *parse_ipv4("127.77.0.1");
+  const uint32_t flooder = *parse_ipv4("127.77.0.2"), other = *parse_ipv4("127.77.0.3");
+  uint16_t port = 0;
+  UniqueFd listener = listen_on(self, &port);
+  Registrar registrar;
+  registrar.configure(agent_socket_name(config));
+  registrar.add(port, kNonce, 16);
+  ASSERT_TRUE(registrar.connected());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the agent reads it
+
+  // One source opens as many sockets as the whole cap and sends nothing on them.
+  std::vector<UniqueFd> held;
+  for (size_t i = 0; i < config.max_pairs; ++i)
+    held.push_back(connect_to(flooder, self, config.port));
+  const size_t share = config.max_pairs / 4;
+  for (size_t i = 0; i < held.size(); ++i) {
+    const int status = status_within(held[i].get(), 300);
+    if (i < share) {
+      EXPECT_EQ(status, -2) << "request " << i << " of the source's share was answered";
+    } else {
+      EXPECT_EQ(status, static_cast<int>(ReplyCode::kBusy))
+          << "request " << i << " over the source's share of " << share << " was not refused";
+    }
+  }
+  EXPECT_EQ(warns.containing("127.77.0.2").size(), 1u);
+  EXPECT_EQ(warns.containing("at most " + std::to_string(share) + " pending").size(), 1u);
+
+  // Another source is still relayed to the registered listener.
+  EXPECT_EQ(ask_last_hop(other, self, config.port, port, kNonce), static_cast<int>(ReplyCode::kOk));
+  EXPECT_TRUE(accept_within(listener.get(), 2000).valid());
+
+  // Once the source's pending requests end, it is served again.
+  held.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(ask_last_hop(flooder, self, config.port, port, kNonce),
+            static_cast<int>(ReplyCode::kOk));
+  EXPECT_TRUE(accept_within(listener.get(), 2000).valid());
+  agent.stop();
 }
 
 }  // namespace
