@@ -682,7 +682,7 @@ void Agent::accept_local(int fd) {
     t->fd = c.get();
     set_epoll(epoll_.get(), EPOLL_CTL_ADD, c.get(), EPOLLIN | EPOLLRDHUP, t.get());
     const int key = c.get();
-    local_clients_[key] = {std::move(c), t.get()};
+    local_clients_[key] = LocalClient{std::move(c), t.get(), cred.uid, cred.pid};
     targets_.push_back(std::move(t));
     MESH_INFO(NCCL_NET, "relay: plugin process %d registers its listeners here",
               static_cast<int>(cred.pid));
@@ -720,7 +720,7 @@ void Agent::read_local(int fd) {
       // The process exited (or misbehaved): its listeners are gone with it.
       registry_.drop_client(fd);
       epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-      Target* t = it->second.second;
+      Target* t = it->second.target;
       for (auto& owned : targets_) {
         if (owned.get() == t) retired_.push_back(std::move(owned));
       }
@@ -730,13 +730,34 @@ void Agent::read_local(int fd) {
     }
     if (!r.add) {
       registry_.remove(fd, r.tag);
+    } else if (!registration_allowed(r, it->second.uid, it->second.pid)) {
+      continue;
     } else if (!registry_.add(fd, r, &why)) {
       warn_limited("local-reg", "a registration was refused: " + why, monotonic_ms());
     }
   }
 }
 
-bool Agent::admit_terminal(Pending* p, int64_t now) {
+bool Agent::registration_allowed(const Registration& r, uid_t uid, pid_t pid) {
+  std::vector<uint32_t> addrs;
+  for (const auto& itf : config_.interfaces) addrs.push_back(itf.addr.addr);
+  std::string why;
+  const ListenerCheck c = check_listener_now(r.port, uid, addrs, &why);
+  if (c == ListenerCheck::kOk) return true;
+  warn_limited("local-listener-" + std::to_string(static_cast<int>(c)),
+               "refused the registration of port " + std::to_string(r.port) + " by user " +
+                   std::to_string(uid) + " (pid " + std::to_string(pid) +
+                   ") on the local socket: " + why +
+                   (c == ListenerCheck::kUnreadable
+                        ? ", so the port cannot be checked"
+                        : "; a process may register only a port on which a TCP listener of its "
+                          "own user listens at this agent's address") +
+                   " (relay requests for it are refused \"not registered\")",
+               monotonic_ms());
+  return false;
+}
+
+bool Agent::admit_terminal(Pending* p, uint32_t local, int64_t now) {
   const RelayRequest& req = p->req;
   const Registry::Entry* e = registry_.find(req.tag);
   if (e == nullptr || e->port != req.port) {
@@ -767,6 +788,18 @@ bool Agent::admit_terminal(Pending* p, int64_t now) {
     finish_pending(p, ReplyCode::kBadProof,
                    "refused a relay request for port " + std::to_string(req.port) +
                        ": a replay of a request already carried");
+    return false;
+  }
+  // Checked at registration, and again here at the address the agent connects to (only for a
+  // request with a valid proof: one bounded dump): the registrant may have closed its listener
+  // since, and another user's service bound the port.
+  const auto client = local_clients_.find(e->client);
+  std::string why = "its registrant is gone";
+  if (client == local_clients_.end() ||
+      check_listener_now(req.port, client->second.uid, {local}, &why) != ListenerCheck::kOk) {
+    finish_pending(p, ReplyCode::kNotRegistered,
+                   "refused a relay request for port " + std::to_string(req.port) +
+                       ": its registered listener is not there any more (" + why + ")");
     return false;
   }
   return true;
@@ -1022,7 +1055,7 @@ void Agent::route_request(Pending* p, int64_t now) {
     }
   }
   if (peer != 0) {
-    if (!admit_terminal(p, now)) return;
+    if (!admit_terminal(p, local.addr, now)) return;
     p->last_hop = true;
     port = req.port;
   } else {

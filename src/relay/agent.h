@@ -152,8 +152,12 @@ class Agent {
   void read_beacons(int fd, int64_t now);
   void accept_local(int fd);
   void read_local(int fd);
-  // The last hop: checks the registration and the proof; false after answering the refusal.
-  bool admit_terminal(Pending* p, int64_t now);
+  // The last hop: checks the registration, the proof and that the listener at `local` (where
+  // the agent connects) is still its registrant's user's; false after answering the refusal.
+  bool admit_terminal(Pending* p, uint32_t local, int64_t now);
+  // A registration's port names a listener of the registering process's user (registry.h,
+  // check_listener); false after one WARN (rate-limited per cause) saying why not.
+  bool registration_allowed(const Registration& r, uid_t uid, pid_t pid);
   void on_down_reply(Pending* p);
   void accept_requests(int fd);
   // After accept4 failed on a listener: true to take the next connection (the error was about
@@ -188,7 +192,13 @@ class Agent {
   std::vector<UniqueFd> listeners_;
   std::vector<UniqueFd> udp_recv_;
   UniqueFd local_;  // the local socket's listener
-  std::map<int, std::pair<UniqueFd, Target*>> local_clients_;
+  struct LocalClient {
+    UniqueFd fd;
+    Target* target = nullptr;
+    uid_t uid = 0;  // SO_PEERCRED at accept: whose listeners it may register
+    pid_t pid = 0;
+  };
+  std::map<int, LocalClient> local_clients_;
   Registry registry_;
   Registrar* local_client_ = nullptr;  // the plugin's registrar (route queries of a standby)
   ReplayCache replays_;

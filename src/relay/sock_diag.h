@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // This network namespace's IPv4 TCP socket table, read with one NETLINK_SOCK_DIAG (inet_diag)
-// dump: the relayed sockets to a neighbour (relay/retention.h). The dump never waits: the kernel
-// fills each part of it while it is read (MSG_DONTWAIT), and it is bounded in parts (a part holds
+// dump: the relayed sockets to a neighbour (relay/retention.h) and the listeners a registration
+// names (relay/registry.h, check_listener_now). The dump never waits: the kernel fills
+// each part of it while it is read (MSG_DONTWAIT), and it is bounded in parts (a part holds
 // dozens of sockets) and in buffer size. Agent thread only.
 #pragma once
 
