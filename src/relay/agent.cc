@@ -133,6 +133,7 @@ struct Agent::Pending {
   size_t reply_got = 0;
   bool dead = false;
   int64_t deadline_ms = 0;
+  uint32_t source = 0;                     // upstream peer's address (pending_per_source_)
   std::string from;                        // upstream peer "addr:port"
   std::string to;                          // onward "addr:port"
   uint32_t down_local = 0, down_peer = 0;  // the onward socket's addresses
@@ -150,6 +151,20 @@ size_t pairs_for_fd_limit(uint64_t soft_limit, bool* below_minimum) {
   const uint64_t usable = soft_limit > reserve ? (soft_limit - reserve) / 6 : 0;
   if (below_minimum != nullptr) *below_minimum = usable < kMinPairs;
   return static_cast<size_t>(std::clamp<uint64_t>(usable, kMinPairs, kMaxPairs));
+}
+
+size_t pending_per_source(size_t max_pairs) {
+  // Without a share per source, one address could hold every pending slot (they count against
+  // the pairs cap) for kRequestTimeoutMs at a time by opening sockets to the relay port and
+  // sending nothing, and nobody else would be relayed. A quarter, as the handshake service's
+  // admission queue gives a source: at least three other sources always fit beside one at its
+  // share (a host has 2-4 cables: its neighbours' agents, one address per cable, and its own
+  // address, from which standby processes hand over their sockets). A request is pending for
+  // one round trip plus an onward connect (milliseconds on a cable), so even a neighbour that
+  // relays hundreds of sockets has few pending at any instant: at the default fd limit (85
+  // pairs) a source may have 21 pending, at the service's 4096 pairs 1024; a burst beyond the
+  // share is answered "busy" and its connectors retry within their connect timeout.
+  return std::max<size_t>(1, max_pairs / 4);
 }
 
 std::string agent_socket_name(const AgentConfig& config) {
@@ -223,6 +238,7 @@ void Agent::stop() {
   for (auto& [p, box] : boxes_) box->splice->reset();
   boxes_.clear();
   pending_.clear();
+  pending_per_source_.clear();
   listeners_.clear();
   udp_recv_.clear();
   udp_send_.clear();
@@ -622,7 +638,13 @@ void Agent::loop() {
     expire(now);
     // Only now, with no event of the batch left to refer to them (agent.h, pending_).
     std::erase_if(boxes_, [](const auto& b) { return b.second->dead; });
-    std::erase_if(pending_, [](const auto& p) { return p.second->dead; });
+    std::erase_if(pending_, [this](const auto& p) {
+      if (!p.second->dead) return false;
+      const auto count = pending_per_source_.find(p.second->source);
+      if (count != pending_per_source_.end() && --count->second == 0)
+        pending_per_source_.erase(count);
+      return true;
+    });
     retired_.clear();
   }
 }
@@ -660,7 +682,7 @@ void Agent::accept_local(int fd) {
     t->fd = c.get();
     set_epoll(epoll_.get(), EPOLL_CTL_ADD, c.get(), EPOLLIN | EPOLLRDHUP, t.get());
     const int key = c.get();
-    local_clients_[key] = {std::move(c), t.get()};
+    local_clients_[key] = LocalClient{std::move(c), t.get(), cred.uid, cred.pid};
     targets_.push_back(std::move(t));
     MESH_INFO(NCCL_NET, "relay: plugin process %d registers its listeners here",
               static_cast<int>(cred.pid));
@@ -698,7 +720,7 @@ void Agent::read_local(int fd) {
       // The process exited (or misbehaved): its listeners are gone with it.
       registry_.drop_client(fd);
       epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-      Target* t = it->second.second;
+      Target* t = it->second.target;
       for (auto& owned : targets_) {
         if (owned.get() == t) retired_.push_back(std::move(owned));
       }
@@ -708,13 +730,34 @@ void Agent::read_local(int fd) {
     }
     if (!r.add) {
       registry_.remove(fd, r.tag);
+    } else if (!registration_allowed(r, it->second.uid, it->second.pid)) {
+      continue;
     } else if (!registry_.add(fd, r, &why)) {
       warn_limited("local-reg", "a registration was refused: " + why, monotonic_ms());
     }
   }
 }
 
-bool Agent::admit_terminal(Pending* p, int64_t now) {
+bool Agent::registration_allowed(const Registration& r, uid_t uid, pid_t pid) {
+  std::vector<uint32_t> addrs;
+  for (const auto& itf : config_.interfaces) addrs.push_back(itf.addr.addr);
+  std::string why;
+  const ListenerCheck c = check_listener_now(r.port, uid, addrs, &why);
+  if (c == ListenerCheck::kOk) return true;
+  warn_limited("local-listener-" + std::to_string(static_cast<int>(c)),
+               "refused the registration of port " + std::to_string(r.port) + " by user " +
+                   std::to_string(uid) + " (pid " + std::to_string(pid) +
+                   ") on the local socket: " + why +
+                   (c == ListenerCheck::kUnreadable
+                        ? ", so the port cannot be checked"
+                        : "; a process may register only a port on which a TCP listener of its "
+                          "own user listens at this agent's address") +
+                   " (relay requests for it are refused \"not registered\")",
+               monotonic_ms());
+  return false;
+}
+
+bool Agent::admit_terminal(Pending* p, uint32_t local, int64_t now) {
   const RelayRequest& req = p->req;
   const Registry::Entry* e = registry_.find(req.tag);
   if (e == nullptr || e->port != req.port) {
@@ -745,6 +788,18 @@ bool Agent::admit_terminal(Pending* p, int64_t now) {
     finish_pending(p, ReplyCode::kBadProof,
                    "refused a relay request for port " + std::to_string(req.port) +
                        ": a replay of a request already carried");
+    return false;
+  }
+  // Checked at registration, and again here at the address the agent connects to (only for a
+  // request with a valid proof: one bounded dump): the registrant may have closed its listener
+  // since, and another user's service bound the port.
+  const auto client = local_clients_.find(e->client);
+  std::string why = "its registrant is gone";
+  if (client == local_clients_.end() ||
+      check_listener_now(req.port, client->second.uid, {local}, &why) != ListenerCheck::kOk) {
+    finish_pending(p, ReplyCode::kNotRegistered,
+                   "refused a relay request for port " + std::to_string(req.port) +
+                       ": its registered listener is not there any more (" + why + ")");
     return false;
   }
   return true;
@@ -814,7 +869,27 @@ void Agent::accept_requests(int fd) {
                    monotonic_ms());
       continue;
     }
+    const uint32_t source = ntohl(peer.sin_addr.s_addr);
+    const size_t share = pending_per_source(config_.max_pairs);
+    size_t& from_source = pending_per_source_[source];
+    if (from_source >= share) {
+      uint8_t r[kRelayReplySize];
+      encode_relay_reply(ReplyCode::kBusy, r);
+      (void)!send(s.get(), r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+      warn_limited("busy-source",
+                   "refused a relay request from " + format_endpoint(peer) + ": " +
+                       std::to_string(from_source) + " requests from " + format_ipv4(source) +
+                       " are pending already, at most " + std::to_string(share) +
+                       " pending per source address (a quarter of the " +
+                       std::to_string(config_.max_pairs) +
+                       " relayed sockets this agent carries); answered busy, the connector "
+                       "retries (a burst of connects, or a flood of sockets that send no request)",
+                   monotonic_ms());
+      continue;
+    }
+    ++from_source;
     auto p = std::make_unique<Pending>();
+    p->source = source;
     p->from = format_endpoint(peer);
     p->deadline_ms = monotonic_ms() + kRequestTimeoutMs;
     p->up = std::move(s);
@@ -980,7 +1055,7 @@ void Agent::route_request(Pending* p, int64_t now) {
     }
   }
   if (peer != 0) {
-    if (!admit_terminal(p, now)) return;
+    if (!admit_terminal(p, local.addr, now)) return;
     p->last_hop = true;
     port = req.port;
   } else {

@@ -88,6 +88,11 @@ constexpr size_t kMinPairs = 16;
 constexpr size_t kMaxPairs = 4096;
 size_t pairs_for_fd_limit(uint64_t soft_limit, bool* below_minimum = nullptr);
 
+// Requests one source address may have pending (accepted, not yet answered nor admitted) with
+// a cap of `max_pairs` pairs; beyond it they are answered "busy" at once (docs/relay.md,
+// "Bounded memory"). A quarter of the cap, at least 1 (agent.cc says why).
+size_t pending_per_source(size_t max_pairs);
+
 // The local socket name of the agent a process with this config registers with.
 std::string agent_socket_name(const AgentConfig& config);
 
@@ -147,8 +152,12 @@ class Agent {
   void read_beacons(int fd, int64_t now);
   void accept_local(int fd);
   void read_local(int fd);
-  // The last hop: checks the registration and the proof; false after answering the refusal.
-  bool admit_terminal(Pending* p, int64_t now);
+  // The last hop: checks the registration, the proof and that the listener at `local` (where
+  // the agent connects) is still its registrant's user's; false after answering the refusal.
+  bool admit_terminal(Pending* p, uint32_t local, int64_t now);
+  // A registration's port names a listener of the registering process's user (registry.h,
+  // check_listener); false after one WARN (rate-limited per cause) saying why not.
+  bool registration_allowed(const Registration& r, uid_t uid, pid_t pid);
   void on_down_reply(Pending* p);
   void accept_requests(int fd);
   // After accept4 failed on a listener: true to take the next connection (the error was about
@@ -183,7 +192,13 @@ class Agent {
   std::vector<UniqueFd> listeners_;
   std::vector<UniqueFd> udp_recv_;
   UniqueFd local_;  // the local socket's listener
-  std::map<int, std::pair<UniqueFd, Target*>> local_clients_;
+  struct LocalClient {
+    UniqueFd fd;
+    Target* target = nullptr;
+    uid_t uid = 0;  // SO_PEERCRED at accept: whose listeners it may register
+    pid_t pid = 0;
+  };
+  std::map<int, LocalClient> local_clients_;
   Registry registry_;
   Registrar* local_client_ = nullptr;  // the plugin's registrar (route queries of a standby)
   ReplayCache replays_;
@@ -196,6 +211,9 @@ class Agent {
   // is freed only after the batch (loop()), as are the targets of closed local clients.
   std::map<Pending*, std::unique_ptr<Pending>> pending_;
   std::map<Box*, std::unique_ptr<Box>> boxes_;
+  // Entries of pending_ per upstream source address (only sources with one at least), dead
+  // ones included until they are freed, as in the total cap.
+  std::map<uint32_t, size_t> pending_per_source_;
   std::vector<std::unique_ptr<Target>> retired_;  // targets freed after the current batch
   std::map<std::string, int64_t> warned_;
   // Beacons accepted per source address in the current second (a flood is dropped).

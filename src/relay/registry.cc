@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "relay/registry.h"
 
+#include <netinet/tcp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "relay/fail.h"
 #include "util/byte_order.h"
+#include "util/ipv4.h"
 
 namespace mesh::relay {
 
@@ -117,6 +120,62 @@ bool decode_route_answer(const uint8_t* in, size_t len, RouteAnswer* out, std::s
 bool peer_allowed(uid_t peer_uid, gid_t peer_gid, uid_t self_uid, long allowed_gid) {
   return peer_uid == self_uid || peer_uid == 0 ||
          (allowed_gid >= 0 && static_cast<long>(peer_gid) == allowed_gid);
+}
+
+ListenerCheck check_listener(const std::vector<TcpSocketInfo>& listeners, uint16_t port, uid_t uid,
+                             const std::vector<uint32_t>& addrs, std::string* why) {
+  const std::string on = "port " + std::to_string(port);
+  std::string foreign;
+  for (uint32_t a : addrs) {
+    bool reached = false, all_own = true;
+    for (const TcpSocketInfo& l : listeners) {
+      if (l.local_port != port || (l.local_addr != a && l.local_addr != 0)) continue;
+      reached = true;
+      if (l.uid != uid) {
+        all_own = false;
+        if (foreign.empty())
+          foreign = "the TCP listener on " + on + " at " + format_ipv4(l.local_addr) +
+                    " belongs to user " + std::to_string(l.uid) + ", not to the registering user " +
+                    std::to_string(uid);
+      }
+    }
+    if (reached && all_own) return ListenerCheck::kOk;
+  }
+  if (!foreign.empty()) {
+    *why = foreign;
+    return ListenerCheck::kOtherUser;
+  }
+  std::string here, there;
+  for (uint32_t a : addrs) here += format_ipv4(a) + ", ";
+  for (const TcpSocketInfo& l : listeners) {
+    if (l.local_port == port) there += (there.empty() ? "" : ", ") + format_ipv4(l.local_addr);
+  }
+  if (there.empty()) {
+    *why = "no TCP listener on " + on;
+    return ListenerCheck::kNone;
+  }
+  *why = "no TCP listener on " + on + " at this agent's addresses (" + here + "0.0.0.0), only at " +
+         there;
+  return ListenerCheck::kElsewhere;
+}
+
+ListenerCheck check_listener_now(uint16_t port, uid_t uid, const std::vector<uint32_t>& addrs,
+                                 std::string* why) {
+  std::vector<TcpSocketInfo> listeners;
+  std::string err;
+  // A port has a handful of listeners (one per address, or a SO_REUSEPORT group), so the dump,
+  // filtered by the kernel, is one part; a kernel that ignores the filter sends every listener
+  // of the namespace (a part holds hundreds): 64 parts bound it.
+  if (!dump_tcp_sockets(
+          1u << TCP_LISTEN, port, 64,
+          [&](const TcpSocketInfo& l) {
+            if (listeners.size() < 4096) listeners.push_back(l);
+          },
+          &err)) {
+    *why = "cannot read this host's TCP listeners (" + err + ")";
+    return ListenerCheck::kUnreadable;
+  }
+  return check_listener(listeners, port, uid, addrs, why);
 }
 
 bool Registry::add(int client, const Registration& r, std::string* why) {

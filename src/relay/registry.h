@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "relay/request.h"
+#include "relay/sock_diag.h"
 
 namespace mesh::relay {
 
@@ -80,6 +81,29 @@ bool decode_registration(const uint8_t* in, size_t len, Registration* out, std::
 // Whether a peer of the local socket with these credentials may use it: `self_uid` (the other
 // end's own user), root, or the group `allowed_gid` (-1: none).
 bool peer_allowed(uid_t peer_uid, gid_t peer_gid, uid_t self_uid, long allowed_gid);
+
+// The check of a registration's port (docs/relay.md, "Registration"). The agent connects to a
+// registered listener at one of its own addresses, so without a check a process allowed on the
+// local socket could register any port (sshd's) and expose that service to relay requests
+// under a key of its choice. A process of user `uid` may register `port` only where a TCP
+// listener of that same user is: at one of `addrs` (host byte order) at least, some IPv4
+// listener on `port` is reached (bound to that address or to 0.0.0.0) and every one reached
+// there belongs to `uid`. IPv4 only: the agent connects over IPv4, and the kernel refuses a
+// dual-stack [::] listener beside an IPv4 one on the same port (SO_REUSEPORT groups share one
+// uid), so a listener of another user cannot hide behind the registrant's.
+enum class ListenerCheck {
+  kOk,
+  kNone,       // no TCP listener on the port at all
+  kElsewhere,  // listeners on the port, none at `addrs` nor 0.0.0.0
+  kOtherUser,  // a listener reached at `addrs` belongs to another user
+  kUnreadable  // the socket table cannot be read (refused: fail closed)
+};
+// Over `listeners` (the LISTEN sockets on `port`); *why says what is there when not kOk.
+ListenerCheck check_listener(const std::vector<TcpSocketInfo>& listeners, uint16_t port, uid_t uid,
+                             const std::vector<uint32_t>& addrs, std::string* why);
+// check_listener over this network namespace's socket table, read now (one bounded dump).
+ListenerCheck check_listener_now(uint16_t port, uid_t uid, const std::vector<uint32_t>& addrs,
+                                 std::string* why);
 
 // The agent's table of registered listeners (agent thread only).
 class Registry {

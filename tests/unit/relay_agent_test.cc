@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +20,7 @@
 #include "relay/registrar.h"
 #include "topology/emulated_mesh.h"
 #include "util/clock.h"
+#include "warn_capture.h"
 
 namespace mesh::relay {
 namespace {
@@ -190,11 +193,24 @@ TEST_F(RelayAgentTest, HostileAndUnroutableRequestsGetTheirStatus) {
     ASSERT_TRUE(send_all(c.get(), b, sizeof(b)));
     EXPECT_EQ(read_status(c.get()), static_cast<int>(ReplyCode::kHopLimit));
   }
-  {                           // the last hop cannot connect to the destination's (registered) port
-    register_listener(2, 1);  // nothing listens on port 1 of 127.77.0.6
+  {  // the last hop cannot connect to the destination's registered listener: its backlog is full
+    // (a port nobody listens on cannot be registered: RelayAgentRegistration below)
+    const uint32_t dest = *parse_ipv4("127.77.0.6");
+    uint16_t port = 0;
+    UniqueFd full = listen_on(dest, &port);
+    ASSERT_EQ(listen(full.get(), 0), 0);
+    register_listener(2, port);
+    std::vector<UniqueFd> fillers;  // the SYNs beyond the accept queue are dropped
+    for (int i = 0; i < 3; ++i) {
+      UniqueFd f(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      const sockaddr_in pa = make_sockaddr(dest, port);
+      (void)!::connect(f.get(), reinterpret_cast<const sockaddr*>(&pa), sizeof(pa));
+      fillers.push_back(std::move(f));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     RelayRequest req;
-    req.port = 1;
-    req.dest = {{*parse_ipv4("127.77.0.6"), 30}};
+    req.port = port;
+    req.dest = {{dest, 30}};
     uint8_t b[kRequestSize];
     encode_for(req, b);
     UniqueFd c = connect_to(me, relay, test_port());
@@ -815,6 +831,211 @@ TEST(RelayAgentCapacity, PairsFollowTheFdLimitWithinBounds) {
   for (uint64_t soft = 512 + 6 * kMinPairs; soft < 70000; soft += 97) {
     EXPECT_LE(pairs_for_fd_limit(soft) * 6 + 512, soft) << soft;
   }
+}
+
+}  // namespace
+}  // namespace mesh::relay
+
+namespace mesh::relay {
+namespace {
+
+// The status word the relay answers within `ms` (-2: none yet, the request is still pending).
+int status_within(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, ms) != 1) return -2;
+  return read_status(fd);
+}
+
+// A connection the relay made to `listener` within `ms` (invalid when none came).
+UniqueFd accept_within(int listener, int ms) {
+  pollfd p{listener, POLLIN, 0};
+  if (poll(&p, 1, ms) != 1) return UniqueFd();
+  return UniqueFd(accept(listener, nullptr, nullptr));
+}
+
+// A relay request for `port` on `dest` (the destination host's agent is the one asked), proved
+// with `nonce`'s key, sent from `from`; its status.
+int ask_last_hop(uint32_t from, uint32_t dest, uint16_t relay_port, uint16_t port,
+                 const uint8_t* nonce) {
+  RelayRequest req;
+  req.port = port;
+  req.dest = {{dest, 30}};
+  uint8_t b[kRequestSize];
+  encode_for(req, b, nonce);
+  UniqueFd c = connect_to(from, dest, relay_port);
+  EXPECT_TRUE(send_all(c.get(), b, sizeof(b)));
+  return read_status(c.get());
+}
+
+// Review finding (relay hardening a): pending requests (accepted, not yet answered or admitted)
+// were capped only in total, with the pairs, so one source address could hold every slot for
+// the request timeout (10 s) at a time and nobody else was relayed. A source now holds at most
+// a quarter of the cap; beyond it its requests are answered "busy" at once, with a WARN.
+TEST(RelayAgentPendingCap, OneSourceFillsOnlyItsShareAndAnotherSourceIsStillServed) {
+  test::WarnCapture warns;
+  AgentConfig config = config_for(0, 2);  // 127.77.0.1/30
+  config.port = static_cast<uint16_t>(test_port() + 3);
+  config.max_pairs = 8;  // a share of 2 pending requests per source address
+  Agent agent;
+  std::string why;
+  ASSERT_TRUE(agent.start(config, &why)) << why;
+  if (!agent.is_agent()) GTEST_SKIP() << "relay port " << config.port << " is taken on loopback";
+  const uint32_t self = *parse_ipv4("127.77.0.1");
+  const uint32_t flooder = *parse_ipv4("127.77.0.2"), other = *parse_ipv4("127.77.0.3");
+  uint16_t port = 0;
+  UniqueFd listener = listen_on(self, &port);
+  Registrar registrar;
+  registrar.configure(agent_socket_name(config));
+  registrar.add(port, kNonce, 16);
+  ASSERT_TRUE(registrar.connected());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the agent reads it
+
+  // One source opens as many sockets as the whole cap and sends nothing on them.
+  std::vector<UniqueFd> held;
+  for (size_t i = 0; i < config.max_pairs; ++i)
+    held.push_back(connect_to(flooder, self, config.port));
+  const size_t share = config.max_pairs / 4;
+  for (size_t i = 0; i < held.size(); ++i) {
+    const int status = status_within(held[i].get(), 300);
+    if (i < share) {
+      EXPECT_EQ(status, -2) << "request " << i << " of the source's share was answered";
+    } else {
+      EXPECT_EQ(status, static_cast<int>(ReplyCode::kBusy))
+          << "request " << i << " over the source's share of " << share << " was not refused";
+    }
+  }
+  for (int i = 0; i < 100 && warns.containing("127.77.0.2").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // logged just after the answer
+  EXPECT_EQ(warns.containing("127.77.0.2").size(), 1u);
+  EXPECT_EQ(warns.containing("at most " + std::to_string(share) + " pending").size(), 1u);
+
+  // Another source is still relayed to the registered listener.
+  EXPECT_EQ(ask_last_hop(other, self, config.port, port, kNonce), static_cast<int>(ReplyCode::kOk));
+  EXPECT_TRUE(accept_within(listener.get(), 2000).valid());
+
+  // Once the source's pending requests end, it is served again.
+  held.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(ask_last_hop(flooder, self, config.port, port, kNonce),
+            static_cast<int>(ReplyCode::kOk));
+  EXPECT_TRUE(accept_within(listener.get(), 2000).valid());
+  agent.stop();
+}
+
+// Review finding (relay hardening b): a registration over the local socket could name any
+// port, so a process allowed on the local socket could expose any local service (sshd) to
+// relay requests under a key of its choice. The agent now checks with a sock_diag dump that
+// the registering process's user owns a TCP listener on that port at the agent's address.
+class RelayAgentRegistration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = config_for(0, 2);  // 127.77.0.1/30
+    config_.port = static_cast<uint16_t>(test_port() + 4);
+    std::string why;
+    ASSERT_TRUE(agent_.start(config_, &why)) << why;
+    if (!agent_.is_agent())
+      GTEST_SKIP() << "relay port " << config_.port << " is taken on loopback";
+    registrar_.configure(agent_socket_name(config_));
+  }
+  void TearDown() override { agent_.stop(); }
+  // Registers `port` under `nonce`'s tag, then asks for it from another address.
+  int register_and_ask(uint16_t port, const uint8_t* nonce) {
+    registrar_.add(port, nonce, 16);
+    EXPECT_TRUE(registrar_.connected());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the agent reads it
+    return ask_last_hop(*parse_ipv4("127.77.0.2"), self_, config_.port, port, nonce);
+  }
+  test::WarnCapture warns_;
+  AgentConfig config_;
+  Agent agent_;
+  Registrar registrar_;
+  const uint32_t self_ = *parse_ipv4("127.77.0.1");
+};
+
+TEST_F(RelayAgentRegistration, OnlyAPortThisUserListensOnAtTheAgentsAddressIsRegistered) {
+  const uint8_t n1[16] = {1}, n2[16] = {2}, n3[16] = {3};
+  const std::string uid = std::to_string(geteuid());
+  {  // a listener of this process on the agent's address: registered, reached
+    uint16_t port = 0;
+    UniqueFd listener = listen_on(self_, &port);
+    EXPECT_EQ(register_and_ask(port, n1), static_cast<int>(ReplyCode::kOk));
+    EXPECT_TRUE(accept_within(listener.get(), 2000).valid());
+    EXPECT_TRUE(warns_.containing("registration").empty());
+    // Its listener closes (another user's service could bind the port next): checked again at
+    // the address the agent connects to, for every request, and refused.
+    listener.reset();
+    EXPECT_EQ(ask_last_hop(*parse_ipv4("127.77.0.2"), self_, config_.port, port, n1),
+              static_cast<int>(ReplyCode::kNotRegistered));
+    // The agent WARNs just after it answered.
+    for (int i = 0; i < 100 && warns_.containing("not there any more").empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(warns_.containing("its registered listener is not there any more").size(), 1u);
+  }
+  {  // a port nobody listens on: refused at registration, with a WARN naming user and port
+    uint16_t port = 0;
+    UniqueFd gone = listen_on(self_, &port);
+    gone.reset();
+    EXPECT_EQ(register_and_ask(port, n2), static_cast<int>(ReplyCode::kNotRegistered));
+    const auto w = warns_.containing("port " + std::to_string(port));
+    EXPECT_FALSE(w.empty()) << "no WARN names the port";
+    if (!w.empty()) {  // the registration's first (then the request's)
+      EXPECT_NE(w[0].find("user " + uid), std::string::npos) << w[0];
+      EXPECT_NE(w[0].find("no TCP listener"), std::string::npos) << w[0];
+    }
+  }
+  {  // a listener of this process, but on another address than the agent connects to
+    uint16_t port = 0;
+    UniqueFd elsewhere = listen_on(*parse_ipv4("127.0.0.1"), &port);
+    EXPECT_EQ(register_and_ask(port, n3), static_cast<int>(ReplyCode::kNotRegistered));
+    const auto w = warns_.containing("port " + std::to_string(port));
+    EXPECT_FALSE(w.empty()) << "no WARN names the port";
+    if (!w.empty()) {
+      EXPECT_NE(w[0].find("user " + uid), std::string::npos) << w[0];
+    }
+  }
+}
+
+TEST_F(RelayAgentRegistration, AListenerOfAnotherUserIsNotRegistered) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root: cannot listen as another user (nobody, 65534)";
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_child), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Only async-signal-safe calls here; the raw syscalls change this (only) thread's ids.
+    uint16_t port = 0;
+    if (syscall(SYS_setgid, 65534) == 0 && syscall(SYS_setuid, 65534) == 0) {
+      const int l = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in la = make_sockaddr(*parse_ipv4("127.77.0.1"), 0);
+      socklen_t len = sizeof(la);
+      if (l >= 0 && bind(l, reinterpret_cast<sockaddr*>(&la), sizeof(la)) == 0 &&
+          listen(l, 4) == 0 && getsockname(l, reinterpret_cast<sockaddr*>(&la), &len) == 0)
+        port = ntohs(la.sin_port);
+    }
+    (void)!write(to_parent[1], &port, sizeof(port));
+    char x;
+    (void)!read(to_child[0], &x, 1);  // until the parent is done
+    _exit(0);
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  uint16_t port = 0;
+  ASSERT_EQ(read(to_parent[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  ASSERT_NE(port, 0) << "the child could not listen as user 65534";
+  const uint8_t n[16] = {4};
+  const int status = register_and_ask(port, n);
+  (void)!write(to_child[1], "x", 1);
+  close(to_child[1]);
+  close(to_parent[0]);
+  int ws = 0;
+  waitpid(child, &ws, 0);
+  EXPECT_EQ(status, static_cast<int>(ReplyCode::kNotRegistered))
+      << "a listener of user 65534 was reached through a registration of user " << geteuid();
+  const auto w = warns_.containing("port " + std::to_string(port));
+  ASSERT_FALSE(w.empty()) << "no WARN names the port";
+  EXPECT_NE(w[0].find("user 0"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("65534"), std::string::npos) << w[0];
 }
 
 }  // namespace

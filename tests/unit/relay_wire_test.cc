@@ -355,6 +355,49 @@ TEST(RelayRegistry, ListenersBelongToTheirProcess) {
   EXPECT_TRUE(peer_allowed(1001, 50, 1000, 50));
 }
 
+// A registration names a port only where a listener of the registering user is reached at one
+// of the agent's addresses (bound to it or to 0.0.0.0), and no other user's listener is reached
+// there beside it (relay hardening b; the kernel's side: RelayAgentRegistration).
+TEST(RelayRegistry, APortIsRegisteredOnlyWithTheRegistrantsListenerAtTheAgentsAddress) {
+  const uint32_t a = 0x0a000001, b = 0x0a000005, elsewhere = 0x7f000001;
+  auto listener = [](uint32_t addr, uint16_t port, uint32_t uid) {
+    TcpSocketInfo l;
+    l.state = 10;  // TCP_LISTEN
+    l.local_addr = addr;
+    l.local_port = port;
+    l.uid = uid;
+    return l;
+  };
+  std::string why;
+  EXPECT_EQ(check_listener({}, 40000, 1000, {a, b}, &why), ListenerCheck::kNone);
+  EXPECT_NE(why.find("no TCP listener on port 40000"), std::string::npos) << why;
+  EXPECT_EQ(check_listener({listener(a, 40000, 1000)}, 40000, 1000, {a, b}, &why),
+            ListenerCheck::kOk);
+  EXPECT_EQ(check_listener({listener(0, 40000, 1000)}, 40000, 1000, {a, b}, &why),
+            ListenerCheck::kOk);  // 0.0.0.0 reaches every address
+  // Another port's listener, or one at an address the agent never connects to: not there.
+  EXPECT_EQ(check_listener({listener(a, 40001, 1000)}, 40000, 1000, {a, b}, &why),
+            ListenerCheck::kNone);
+  EXPECT_EQ(check_listener({listener(elsewhere, 40000, 1000)}, 40000, 1000, {a, b}, &why),
+            ListenerCheck::kElsewhere);
+  EXPECT_NE(why.find("only at 127.0.0.1"), std::string::npos) << why;
+  // Another user's listener: sshd's, root's, anyone's (root's registration is no exception).
+  EXPECT_EQ(check_listener({listener(0, 22, 0)}, 22, 1000, {a, b}, &why),
+            ListenerCheck::kOtherUser);
+  EXPECT_NE(why.find("belongs to user 0, not to the registering user 1000"), std::string::npos)
+      << why;
+  EXPECT_EQ(check_listener({listener(a, 40000, 65534)}, 40000, 0, {a}, &why),
+            ListenerCheck::kOtherUser);
+  // Reached beside the registrant's (a SO_REUSEPORT group shares one user; never mixed): refused
+  // there, and the other address of the agent decides.
+  EXPECT_EQ(
+      check_listener({listener(a, 40000, 1000), listener(0, 40000, 1001)}, 40000, 1000, {a}, &why),
+      ListenerCheck::kOtherUser);
+  EXPECT_EQ(check_listener({listener(a, 40000, 1001), listener(b, 40000, 1000)}, 40000, 1000,
+                           {a, b}, &why),
+            ListenerCheck::kOk);
+}
+
 TEST(RelayReplayCache, RefusesAReplayWithinItsLifetimeAndStaysBounded) {
   ReplayCache c(4);
   std::array<uint8_t, kProofSize> a{}, b{};
