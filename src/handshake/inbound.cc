@@ -150,14 +150,23 @@ bool Service::bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port
   return true;
 }
 
-void Service::handle_listener(int fd) {
+// At most kMaxAcceptsPerEvent sockets per event: the caller holds the service mutex, and a
+// flood would otherwise keep this loop (and NCCL's connect/accept) going until the backlog is
+// empty. The listener is level-triggered, so the next epoll_wait reports the rest.
+// accept4 itself runs without the mutex: it touches no service state (the listener belongs to
+// this thread), and under a flood one call can take milliseconds in the kernel (measured up to
+// 22 ms over loopback on 2 cores: the listener's lock and the packets queued behind it).
+void Service::handle_listener(int fd, std::unique_lock<std::mutex>& lock) {
   if (accept_pause_.paused()) return;  // paused earlier in this event batch
-  for (;;) {
+  for (int accepted = 0; accepted < kMaxAcceptsPerEvent; ++accepted) {
     sockaddr_in peer{};
     socklen_t len = sizeof(peer);
+    lock.unlock();
     int s = accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int accept_errno = errno;
+    lock = service_lock();
     if (s < 0) {
-      const int err = errno;
+      const int err = accept_errno;
       const AcceptPause::Next next = accept_pause_.on_error(err, monotonic_ms());
       if (next == AcceptPause::Next::kRetry) continue;
       if (next == AcceptPause::Next::kPause) pause_accepting(err);
@@ -195,7 +204,7 @@ void Service::handle_listener(int fd) {
     incoming_[s] = std::move(in);
     // A hello that is already queued is taken now, before later accepts of this batch could
     // count this socket as pending (and evict it).
-    handle_incoming(raw);
+    handle_incoming(raw, lock);
   }
 }
 
@@ -250,7 +259,7 @@ void Service::report(size_t cause, uint32_t source, const std::string& detail,
   }
 }
 
-void Service::handle_incoming(IncomingSocket* in) {
+void Service::handle_incoming(IncomingSocket* in, std::unique_lock<std::mutex>& lock) {
   for (;;) {
     ssize_t n;
     if (!in->have_hello) {
@@ -262,7 +271,7 @@ void Service::handle_incoming(IncomingSocket* in) {
       if (in->have_hello) {
         in->ext_got += static_cast<size_t>(n);
         if (in->ext_got < in->ext.size()) continue;
-        accept_hello(in, in->hello);
+        accept_hello(in, in->hello, lock);
         return;
       }
       in->got += static_cast<size_t>(n);
@@ -273,7 +282,7 @@ void Service::handle_incoming(IncomingSocket* in) {
         return;
       }
       if (in->hello.ext_len == 0) {
-        accept_hello(in, in->hello);
+        accept_hello(in, in->hello, lock);
         return;
       }
       // The length was validated (<= kMaxExtension) before anything is allocated from it.
@@ -320,7 +329,8 @@ void Service::drop_incoming(IncomingSocket* in) {
   }
 }
 
-void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
+void Service::accept_hello(IncomingSocket* in, const Hello& hello,
+                           std::unique_lock<std::mutex>& lock) {
   std::shared_ptr<ListenEndpoint> ep;
   for (const auto& l : listens_) {
     if (nonce_equal(l->nonce, hello.nonce)) ep = l;  // no early exit: constant time over listens
@@ -358,10 +368,10 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
     slot->since_ms = monotonic_ms();
     slot->source = in->source;
   }
-  PartialConnection& g = *slot;
+  PartialConnection* g = slot.get();  // not `slot`: see the extension below
   const bool clash =
-      hello.ndata != g.data.size() ||
-      (hello.role == Role::kControl ? g.control.valid() : g.data[hello.index].valid());
+      hello.ndata != g->data.size() ||
+      (hello.role == Role::kControl ? g->control.valid() : g->data[hello.index].valid());
   if (clash) {
     refuse(in, HelloReply::kMalformed,
            "stream " + std::to_string(hello.index) + " duplicated or inconsistent stream count");
@@ -372,12 +382,26 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
     std::vector<uint8_t> ext_reply;
     std::shared_ptr<void> state;
     std::string why = "this process does not support transport extensions";
-    if (!extension_handler_ || !extension_handler_(in->ext, &ext_reply, &state, &why)) {
-      partial_.erase(key);  // a control hello is the first of its connection (no data yet)
+    // The handler (RDMA: creating and moving QPs, milliseconds) runs without the service mutex,
+    // so NCCL's calls do not wait for it; it synchronises itself (RdmaTransport). `in` and `ep`
+    // stay valid meanwhile (only this thread frees IncomingSockets; ep is shared), but
+    // close_listen() may drop this PartialConnection, so it is looked up again (the key cannot
+    // name a newer listen meanwhile: `ep`, held here, keeps its address taken).
+    lock.unlock();
+    const bool ok = extension_handler_ && extension_handler_(in->ext, &ext_reply, &state, &why);
+    lock = service_lock();
+    const auto found = partial_.find(key);
+    if (found == partial_.end()) {
+      refuse(in, HelloReply::kWrongNonce, "its listen closed during the transport setup");
+      return;
+    }
+    g = found->second.get();
+    if (!ok) {
+      partial_.erase(found);  // a control hello is the first of its connection (no data yet)
       refuse(in, HelloReply::kSetupFailed, why);
       return;
     }
-    g.transport_state = std::move(state);
+    g->transport_state = std::move(state);
     reply.resize(kReplySize + 2);
     put_u16(reply.data() + kReplySize, static_cast<uint16_t>(ext_reply.size()));
     reply.insert(reply.end(), ext_reply.begin(), ext_reply.end());
@@ -396,20 +420,20 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
     sockaddr_in local{};
     socklen_t len = sizeof(local);
     getsockname(sock.get(), reinterpret_cast<sockaddr*>(&local), &len);
-    g.peer = format_endpoint(in->peer);
-    g.local = format_endpoint(local);
-    g.control = std::move(sock);
+    g->peer = format_endpoint(in->peer);
+    g->local = format_endpoint(local);
+    g->control = std::move(sock);
   } else {
-    g.data[hello.index] = std::move(sock);
+    g->data[hello.index] = std::move(sock);
   }
   drop_incoming(in);
-  if (++g.arrived == g.data.size() + 1) {
+  if (++g->arrived == g->data.size() + 1) {
     ConnectedSockets c;
-    c.control = std::move(g.control);
-    c.data = std::move(g.data);
-    c.peer = g.peer;
-    c.local = g.local;
-    c.transport_state = std::move(g.transport_state);
+    c.control = std::move(g->control);
+    c.data = std::move(g->data);
+    c.peer = g->peer;
+    c.local = g->local;
+    c.transport_state = std::move(g->transport_state);
     MESH_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s with %zu data streams",
               c.peer.c_str(), c.local.c_str(), c.data.size());
     ep->ready.push_back(std::move(c));
@@ -419,9 +443,12 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello) {
 
 // Closes the sockets that sent no complete hello within the connect timeout (a port scan, a
 // stuck peer, a flood). admission_ is in arrival order, so the stale ones are at its front.
+// At most kMaxExpiriesPerTurn per call (under the service mutex); the rest go on the next turn.
 void Service::expire_incoming(int64_t now) {
+  int expired = 0;
   for (const AdmissionQueue::Entry* oldest = admission_.oldest();
-       oldest != nullptr && now - oldest->since_ms > timeout_ms_; oldest = admission_.oldest()) {
+       oldest != nullptr && now - oldest->since_ms > timeout_ms_ && expired < kMaxExpiriesPerTurn;
+       oldest = admission_.oldest(), ++expired) {
     IncomingSocket* in = incoming_.at(oldest->id).get();
     const std::string who = format_endpoint(in->peer);
     std::string full = "closing handshake socket from ";

@@ -356,15 +356,13 @@ void Service::expire_outgoing(int64_t now) {
   }
 }
 
-// Reopens the sockets whose backoff is over: after a refused connect, a "busy" reply or a failed
-// socket/bind, and the first try of every socket (due at once, start_connect).
-void Service::retry_outgoing(int64_t now) {
-  for (auto& outgoing : outgoing_) {
-    if (outgoing->finished) continue;
-    for (auto& s : outgoing->sockets) {
-      if (s->phase == OutgoingSocket::Phase::kBackoff && now >= s->retry_at_ms) {
-        open_outgoing(outgoing.get(), s.get());
-      }
+// Reopens the sockets of one connect whose backoff is over: after a refused connect, a "busy"
+// reply or a failed socket/bind, and the first try of every socket (due at once, start_connect).
+void Service::retry_outgoing(OutgoingState* outgoing, int64_t now) {
+  if (outgoing->finished) return;
+  for (auto& s : outgoing->sockets) {
+    if (s->phase == OutgoingSocket::Phase::kBackoff && now >= s->retry_at_ms) {
+      open_outgoing(outgoing, s.get());
     }
   }
 }

@@ -106,7 +106,7 @@ void Service::wake() {
 std::shared_ptr<ListenEndpoint> Service::open_listen() {
   auto ep = std::make_shared<ListenEndpoint>();
   fill_random(ep->nonce.data(), ep->nonce.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  const auto lock = caller_lock();
   listens_.push_back(ep);
   // Relayed connections reach this listener only once the host's relay agent knows it.
   registrar_.add(port_, ep->nonce.data(), ep->nonce.size());
@@ -114,7 +114,7 @@ std::shared_ptr<ListenEndpoint> Service::open_listen() {
 }
 
 void Service::close_listen(const std::shared_ptr<ListenEndpoint>& ep) {
-  std::lock_guard<std::mutex> lock(mu_);
+  const auto lock = caller_lock();
   ep->closed = true;
   ep->ready.clear();  // connections never accepted: their sockets close, the peer sees EOF
   std::erase(listens_, ep);
@@ -126,7 +126,7 @@ void Service::close_listen(const std::shared_ptr<ListenEndpoint>& ep) {
 
 bool Service::take_ready(const std::shared_ptr<ListenEndpoint>& ep, ConnectedSockets* out,
                          std::string* failure) {
-  std::lock_guard<std::mutex> lock(mu_);
+  const auto lock = caller_lock();
   if (ep->ready.empty()) {
     if (failure != nullptr) *failure = ep->failure;
     return false;
@@ -176,7 +176,7 @@ std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& re
   }
   std::shared_ptr<OutgoingConnect> shared = outgoing->shared;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    const auto lock = caller_lock();
     if (!running()) {
       shared->error = "handshake service is not running";
       shared->status.store(ConnectStatus::kFailed);
@@ -190,7 +190,7 @@ std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& re
 }
 
 void Service::cancel_connect(const std::shared_ptr<OutgoingConnect>& which) {
-  std::lock_guard<std::mutex> lock(mu_);
+  const auto lock = caller_lock();
   for (auto& outgoing : outgoing_) {
     if (outgoing->shared == which && !outgoing->finished) {
       close_outgoing_sockets(outgoing.get());
@@ -199,34 +199,70 @@ void Service::cancel_connect(const std::shared_ptr<OutgoingConnect>& which) {
   }
 }
 
+// NCCL's threads: announce themselves, then wait for mu_ as usual; the service thread lets
+// them in before its next unit of work (service_lock).
+std::unique_lock<std::mutex> Service::caller_lock() {
+  callers_arrived_.fetch_add(1, std::memory_order_acq_rel);
+  std::unique_lock<std::mutex> lock(mu_);
+  callers_entered_.fetch_add(1, std::memory_order_acq_rel);
+  callers_entered_.notify_one();
+  return lock;
+}
+
+// The service thread, before each unit of work: wait until every caller that had begun
+// caller_lock() has held mu_, then take it. Only those that came before are waited for (each
+// holds mu_ for microseconds), so callers that keep coming cannot starve the service.
+std::unique_lock<std::mutex> Service::service_lock() {
+  const uint64_t arrived = callers_arrived_.load(std::memory_order_acquire);
+  for (uint64_t entered = callers_entered_.load(std::memory_order_acquire); entered < arrived;
+       entered = callers_entered_.load(std::memory_order_acquire)) {
+    callers_entered_.wait(entered, std::memory_order_acquire);
+  }
+  return std::unique_lock<std::mutex>(mu_);
+}
+
+// The mutex is taken per event, not per batch, so that NCCL's calls wait for one event at most
+// (service.h). That keeps the batch's pointers valid although NCCL's threads run between its
+// events: events[] point at EpollTargets that only this thread frees, and only below, after the
+// last event of the batch (an IncomingSocket that drop_incoming() ended waits in
+// dead_incoming_, a finished OutgoingState with its sockets in outgoing_; the listener and wake
+// targets live until stop(), after the join). NCCL's calls free none of them: close_listen()
+// drops PartialConnections and ready connections (descriptors, no EpollTargets),
+// cancel_connect() closes a connect's sockets and marks it finished without freeing it, and
+// start_connect() appends to outgoing_ (a reallocation moves the unique_ptrs, not the states).
+// A socket closed earlier in the batch, by either thread, has fd -1 (checked under the mutex
+// below), so a later event for it is ignored, even when a new socket reuses its number.
 void Service::loop() {
   epoll_event events[64];
   while (!stop_.load()) {
     const int n = epoll_wait(epoll_.get(), events, 64, 10);
-    std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < n; ++i) {
       auto* w = static_cast<EpollTarget*>(events[i].data.ptr);
-      switch (w->type) {
-        case EpollTarget::Type::kWake: {
-          uint64_t v;
-          while (read(wake_fd_.get(), &v, sizeof(v)) > 0) {
-          }
-          break;
+      if (w->type == EpollTarget::Type::kWake) {  // wake_fd_ does not change while running
+        uint64_t v;
+        while (read(wake_fd_.get(), &v, sizeof(v)) > 0) {
         }
+        continue;
+      }
+      auto lock = service_lock();
+      switch (w->type) {
         case EpollTarget::Type::kListener:
-          handle_listener(w->fd);
+          handle_listener(w->fd, lock);
           break;
         case EpollTarget::Type::kIncoming:
-          if (w->fd >= 0) handle_incoming(static_cast<IncomingSocket*>(w));
+          if (w->fd >= 0) handle_incoming(static_cast<IncomingSocket*>(w), lock);
           break;
         case EpollTarget::Type::kOutgoing: {
           auto* out = static_cast<OutgoingSocket*>(w);
           if (out->fd >= 0) handle_outgoing(out->owner, out, events[i].events);
           break;
         }
+        case EpollTarget::Type::kWake:
+          break;
       }
     }
     expire(monotonic_ms());
+    const auto lock = service_lock();
     std::erase_if(outgoing_, [](const std::unique_ptr<OutgoingState>& outgoing) {
       return outgoing->finished;
     });
@@ -234,12 +270,22 @@ void Service::loop() {
   }
 }
 
-// Every deadline, once per loop turn (at least once every 10 ms).
+// Every deadline, once per loop turn (at least once every 10 ms), each stage under the mutex on
+// its own and retries one connect at a time (outgoing_ only grows until the batch's end, at the
+// back, so an index stays valid while NCCL's threads run in between).
 void Service::expire(int64_t now) {
-  registrar_.tick(now);
-  expire_outgoing(now);
-  retry_outgoing(now);
-  expire_incoming(now);
+  registrar_.tick(now);  // its own mutex
+  {
+    const auto lock = service_lock();
+    expire_outgoing(now);
+  }
+  for (size_t i = 0;; ++i) {
+    const auto lock = service_lock();
+    if (i >= outgoing_.size()) break;
+    retry_outgoing(outgoing_[i].get(), now);
+  }
+  const auto lock = service_lock();
+  expire_incoming(now);  // at most kMaxExpiriesPerTurn sockets
   expire_partial_connections(now);
   resume_accepting(now);
   for (const std::string& line : warns_.poll(now)) {

@@ -8,6 +8,14 @@
 // under the service mutex. Two ranks connecting to each other at once cannot deadlock because
 // neither side's progress depends on NCCL calling back into the plugin.
 //
+// The mutex: the service thread takes it for one bounded unit of work at a time (one epoll
+// event, which accepts at most kMaxAcceptsPerEvent sockets; one deadline stage, which closes
+// at most kMaxExpiriesPerTurn silent sockets; one connect's retries), never across a batch or
+// epoll_wait, and not while the transport's extension handler runs (RDMA QP setup). Before each
+// unit it lets NCCL's threads that are waiting for the mutex go first (caller_lock and
+// service_lock, service.cc): std::mutex is not fair, and a service thread that relocks at once
+// would otherwise keep a waiting connect()/accept() out for a whole flood.
+//
 // Threads: the service thread owns every socket until a connection is complete, then hands the
 // file descriptors over (ConnectedSockets, connected_sockets.h) and never touches them again.
 //
@@ -150,15 +158,16 @@ class Service {
 
   // inbound.cc: listening sockets, hello reading, grouping sockets into connections.
   bool bind_listeners(const std::vector<Ipv4Prefix>& addrs, uint16_t port, std::string* why);
-  void handle_listener(int fd);
+  void handle_listener(int fd, std::unique_lock<std::mutex>& lock);
   // accept4 failed for lack of descriptors or memory: take the listeners out of epoll for a
   // moment (one WARN); resume_accepting() puts them back when the pause is over.
   void pause_accepting(int err);
   void resume_accepting(int64_t now_ms);
   // Closes the pending socket that admission_ chose (with a "busy" reply) to admit `newcomer`.
   void evict(const AdmissionQueue::Eviction& eviction, const sockaddr_in& newcomer);
-  void handle_incoming(IncomingSocket* in);
-  void accept_hello(IncomingSocket* in, const Hello& hello);
+  // `lock` holds mu_; accept_hello releases it while the extension handler runs.
+  void handle_incoming(IncomingSocket* in, std::unique_lock<std::mutex>& lock);
+  void accept_hello(IncomingSocket* in, const Hello& hello, std::unique_lock<std::mutex>& lock);
   void refuse(IncomingSocket* in, HelloReply reply, const std::string& why);
   void drop_incoming(IncomingSocket* in);
   // A WARN about another host's socket, through warns_ (rate-limited per cause).
@@ -173,9 +182,16 @@ class Service {
   void finish_outgoing_if_ready(OutgoingState* outgoing);
   void close_outgoing_sockets(OutgoingState* outgoing);
   void expire_outgoing(int64_t now_ms);
-  void retry_outgoing(int64_t now_ms);
+  void retry_outgoing(OutgoingState* outgoing, int64_t now_ms);
+
+  // mu_ for NCCL's threads (the public calls) and for the service thread's units of work: the
+  // service waits, before it locks, until every caller that was waiting has had its turn.
+  std::unique_lock<std::mutex> caller_lock();
+  std::unique_lock<std::mutex> service_lock();
 
   std::mutex mu_;
+  std::atomic<uint64_t> callers_arrived_{0};  // caller_lock() calls begun
+  std::atomic<uint64_t> callers_entered_{0};  // of those, the ones that hold or held mu_
   std::thread thread_;
   std::atomic<bool> stop_{false};
   UniqueFd epoll_;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The handshake service's private types (service.h declares them, service.cc, inbound.cc and
 // outbound.cc use them), and the constants those files share. Only the service thread touches
-// these objects, always under the service mutex (service.h).
+// these objects, always under the service mutex (service.h), and only the service thread frees
+// them (Service::loop says when).
 #pragma once
 
 #include <netinet/in.h>
@@ -26,6 +27,12 @@ constexpr int64_t kBusyRetryMinMs = 50;
 constexpr int64_t kBusyRetryMaxMs = 200;
 // A relayed connect with no route yet asks the relay agent again this often.
 constexpr int64_t kRelayWaitMs = 250;
+// The service thread's units of work under the mutex (service.h) stay small: a listener event
+// accepts at most this many sockets (the listener is level-triggered, so the rest of the
+// backlog comes back with the next epoll_wait), and one loop turn closes at most this many
+// silent sockets at their deadline (the rest on the next turn, at most 10 ms later).
+constexpr int kMaxAcceptsPerEvent = 16;
+constexpr int kMaxExpiriesPerTurn = 32;
 
 // Causes of the WARNs about other hosts' sockets, each rate-limited on its own (warn_limiter.h)
 // so that a flood of one kind does not hide the first event of another (a stale handle during
