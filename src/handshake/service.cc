@@ -3,6 +3,7 @@
 // the listening side is in inbound.cc, the connecting side in outbound.cc.
 #include "handshake/service.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -63,7 +64,11 @@ bool Service::start(const std::vector<Ipv4Prefix>& addrs, uint16_t port, int64_t
     add(l.get(), w.get());
     listener_targets_.push_back(std::move(w));
   }
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    // Named for `top -H` and for tests that find it (a sanitizer runtime adds threads of its own).
+    pthread_setname_np(pthread_self(), "mesh-handshake");
+    loop();
+  });
   return true;
 }
 
