@@ -744,14 +744,23 @@ bool Agent::registration_allowed(const Registration& r, uid_t uid, pid_t pid) {
   std::string why;
   const ListenerCheck c = check_listener_now(r.port, uid, addrs, &why);
   if (c == ListenerCheck::kOk) return true;
+  if (c == ListenerCheck::kUnreadable) {
+    // Fail open: refusing would stop all relaying to this host, which worked before the check
+    // existed, for want of a kernel module; the check only narrows what an admitted local
+    // process could expose (it could run a proxy of its own on a port of its own).
+    warn_limited("local-listener-unreadable",
+                 "registrations are accepted unchecked: " + why +
+                     "; load the tcp_diag module (modprobe tcp_diag) so that a process can "
+                     "register only its own listeners",
+                 monotonic_ms());
+    return true;
+  }
   warn_limited("local-listener-" + std::to_string(static_cast<int>(c)),
                "refused the registration of port " + std::to_string(r.port) + " by user " +
                    std::to_string(uid) + " (pid " + std::to_string(pid) +
                    ") on the local socket: " + why +
-                   (c == ListenerCheck::kUnreadable
-                        ? ", so the port cannot be checked"
-                        : "; a process may register only a port on which a TCP listener of its "
-                          "own user listens at this agent's address") +
+                   "; a process may register only a port on which a TCP listener of its "
+                   "own user listens at this agent's address" +
                    " (relay requests for it are refused \"not registered\")",
                monotonic_ms());
   return false;
@@ -795,8 +804,11 @@ bool Agent::admit_terminal(Pending* p, uint32_t local, int64_t now) {
   // since, and another user's service bound the port.
   const auto client = local_clients_.find(e->client);
   std::string why = "its registrant is gone";
-  if (client == local_clients_.end() ||
-      check_listener_now(req.port, client->second.uid, {local}, &why) != ListenerCheck::kOk) {
+  const ListenerCheck found = client == local_clients_.end()
+                                  ? ListenerCheck::kNone
+                                  : check_listener_now(req.port, client->second.uid, {local}, &why);
+  // kUnreadable: accepted unchecked, as at registration (registration_allowed warned).
+  if (found != ListenerCheck::kOk && found != ListenerCheck::kUnreadable) {
     finish_pending(p, ReplyCode::kNotRegistered,
                    "refused a relay request for port " + std::to_string(req.port) +
                        ": its registered listener is not there any more (" + why + ")");

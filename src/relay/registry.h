@@ -96,7 +96,7 @@ enum class ListenerCheck {
   kNone,       // no TCP listener on the port at all
   kElsewhere,  // listeners on the port, none at `addrs` nor 0.0.0.0
   kOtherUser,  // a listener reached at `addrs` belongs to another user
-  kUnreadable  // the socket table cannot be read (refused: fail closed)
+  kUnreadable  // the socket table cannot be read (no tcp_diag: accepted unchecked, one WARN)
 };
 // Over `listeners` (the LISTEN sockets on `port`); *why says what is there when not kOk.
 ListenerCheck check_listener(const std::vector<TcpSocketInfo>& listeners, uint16_t port, uid_t uid,

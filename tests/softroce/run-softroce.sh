@@ -125,7 +125,8 @@ fi
 # modules put into the guest (modinfo -F depends adds ib_core, ib_cm, iw_cm,
 # udp_tunnel, ip6_udp_tunnel, configfs, ...)
 MODS="rdma_rxe ib_uverbs ib_core rdma_ucm rdma_cm ib_cm iw_cm ib_umad veth dummy
- crc32_generic crc32_pclmul crc32c_generic crc32c_intel udp_tunnel ip6_udp_tunnel"
+ crc32_generic crc32_pclmul crc32c_generic crc32c_intel udp_tunnel ip6_udp_tunnel
+ inet_diag tcp_diag"
 KPKG=${SOFTROCE_KPKG:-}
 if [ -z "$KPKG" ]; then
   KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null |
@@ -264,7 +265,7 @@ ip link set lo up
 [ -f /guest/softroce-run.conf ] && . /guest/softroce-run.conf
 TOPO=${TOPO:-pair} MTU=${MTU:-1500}
 SETUP_ERR=
-for m in crc32_generic veth dummy rdma_rxe ib_uverbs rdma_ucm; do
+for m in crc32_generic veth dummy rdma_rxe ib_uverbs rdma_ucm inet_diag tcp_diag; do
   modprobe $m || SETUP_ERR="$SETUP_ERR modprobe-$m"
 done
 modprobe crc32_pclmul 2>/dev/null   # optional (needs PCLMUL: -cpu max)
