@@ -217,10 +217,15 @@ TEST(ServiceFloodLatencyTest, NcclSideCallsDoNotWaitForTheServiceDuringAConnecti
   ASSERT_TRUE(service.start({Ipv4Prefix{kLoopback, 8}}, 0, /*timeout_ms=*/20000,
                             /*max_pending=*/256, &why))
       << why;
-  std::set<pid_t> started = threads();
-  for (pid_t t : before) started.erase(t);
-  // The service names its thread; ThreadSanitizer's runtime starts one of its own beside it.
-  std::erase_if(started, [](pid_t t) { return thread_name(t) != "mesh-handshake"; });
+  // The service names its thread as it starts (ThreadSanitizer's runtime starts one of its own
+  // beside it): wait for the name.
+  std::set<pid_t> started;
+  for (int i = 0; i < 200 && started.size() != 1; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    started = threads();
+    for (pid_t t : before) started.erase(t);
+    std::erase_if(started, [](pid_t t) { return thread_name(t) != "mesh-handshake"; });
+  }
   ASSERT_EQ(started.size(), 1u) << "which thread is the service's?";
   const pid_t service_tid = *started.begin();
   // A port with nothing listening: the connects that the caller starts (and cancels) would be
