@@ -739,8 +739,10 @@ void Agent::read_local(int fd) {
 }
 
 bool Agent::registration_allowed(const Registration& r, uid_t uid, pid_t pid) {
-  std::vector<uint32_t> addrs;
-  for (const auto& itf : config_.interfaces) addrs.push_back(itf.addr.addr);
+  std::vector<uint32_t> agent_addrs, host_addrs;
+  for (const auto& itf : config_.interfaces) agent_addrs.push_back(itf.addr.addr);
+  for (const LocalAddress& a : read_local_addresses()) host_addrs.push_back(a.addr.addr);
+  const std::vector<uint32_t> addrs = registration_addresses(agent_addrs, host_addrs);
   std::string why;
   const ListenerCheck c = check_listener_now(r.port, uid, addrs, &why);
   if (c == ListenerCheck::kOk) return true;

@@ -122,6 +122,16 @@ bool peer_allowed(uid_t peer_uid, gid_t peer_gid, uid_t self_uid, long allowed_g
          (allowed_gid >= 0 && static_cast<long>(peer_gid) == allowed_gid);
 }
 
+std::vector<uint32_t> registration_addresses(const std::vector<uint32_t>& agent,
+                                             const std::vector<uint32_t>& host) {
+  std::vector<uint32_t> out = agent;
+  for (uint32_t a : host) {
+    const bool loopback = (a >> 24) == 127;
+    if (!loopback && std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  }
+  return out;
+}
+
 ListenerCheck check_listener(const std::vector<TcpSocketInfo>& listeners, uint16_t port, uid_t uid,
                              const std::vector<uint32_t>& addrs, std::string* why) {
   const std::string on = "port " + std::to_string(port);

@@ -98,6 +98,14 @@ enum class ListenerCheck {
   kOtherUser,  // a listener reached at `addrs` belongs to another user
   kUnreadable  // the socket table cannot be read (no tcp_diag: accepted unchecked, one WARN)
 };
+// Where a registration's listener may be (host byte order): the agent's addresses and every
+// other non-loopback address of the host. Another plugin process of the host can use other
+// cables (or the other port half of a cable) than the process that runs the agent, and it
+// registers every listen comm whether or not one is ever relayed to it; no relay connects to a
+// loopback address (the agent's own, in tests, are its interfaces). Where the agent connects is
+// checked per request, at that one address, at the last hop.
+std::vector<uint32_t> registration_addresses(const std::vector<uint32_t>& agent,
+                                             const std::vector<uint32_t>& host);
 // Over `listeners` (the LISTEN sockets on `port`); *why says what is there when not kOk.
 ListenerCheck check_listener(const std::vector<TcpSocketInfo>& listeners, uint16_t port, uid_t uid,
                              const std::vector<uint32_t>& addrs, std::string* why);

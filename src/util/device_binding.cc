@@ -67,8 +67,6 @@ std::string policy_routing_fix(const std::string& ifname, const Ipv4Prefix& addr
          t;
 }
 
-namespace {
-
 // Not topology::discover_interfaces (a layer above, and it reads sysfs too): here an address
 // counts when its interface is administratively up, carrier or not, because a half whose cable
 // is out still has a connected route the kernel may pick for the shared subnet.
@@ -93,6 +91,8 @@ std::vector<LocalAddress> read_local_addresses() {
   freeifaddrs(list);
   return out;
 }
+
+namespace {
 
 int read_sysctl_int(const std::string& path) {
   std::ifstream f(path);

@@ -32,6 +32,9 @@ struct LocalAddress {
   bool up = false;  // IFF_UP: the kernel has a connected route for it
 };
 
+// This network namespace's IPv4 addresses (getifaddrs), up or not; empty if it fails.
+std::vector<LocalAddress> read_local_addresses();
+
 struct DeviceBinding {
   enum class Action {
     kNone,      // the address is alone on its subnet (or unknown): routing already picks it

@@ -398,6 +398,33 @@ TEST(RelayRegistry, APortIsRegisteredOnlyWithTheRegistrantsListenerAtTheAgentsAd
             ListenerCheck::kOk);
 }
 
+// The Soft-RoCE dual VM's conformance suite: the peer process listens on the other port half
+// (198.18.0.2) of the host whose agent runs in the test process (198.18.0.1), and every one of
+// its registrations was refused with a WARN while only the agent's addresses counted.
+TEST(RelayRegistry, AListenerMayBeAtAnyNonLoopbackAddressOfTheHost) {
+  const uint32_t agent = 0xc6120001, half = 0xc6120002, other_cable = 0xc6120401;
+  const uint32_t lo = 0x7f000001, agent_in_tests = 0x7f4d0001;
+  const std::vector<uint32_t> addrs =
+      registration_addresses({agent, agent_in_tests}, {lo, agent, half, other_cable});
+  EXPECT_EQ(addrs, (std::vector<uint32_t>{agent, agent_in_tests, half, other_cable}));
+  auto listener = [](uint32_t addr, uint16_t port, uint32_t uid) {
+    TcpSocketInfo l;
+    l.state = 10;  // TCP_LISTEN
+    l.local_addr = addr;
+    l.local_port = port;
+    l.uid = uid;
+    return l;
+  };
+  std::string why;
+  EXPECT_EQ(check_listener({listener(half, 46733, 0)}, 46733, 0, addrs, &why), ListenerCheck::kOk)
+      << why;
+  EXPECT_EQ(check_listener({listener(lo, 46733, 0)}, 46733, 0, addrs, &why),
+            ListenerCheck::kElsewhere);
+  // Where the agent connects (the last hop) only that address counts.
+  EXPECT_EQ(check_listener({listener(half, 46733, 0)}, 46733, 0, {agent}, &why),
+            ListenerCheck::kElsewhere);
+}
+
 TEST(RelayReplayCache, RefusesAReplayWithinItsLifetimeAndStaysBounded) {
   ReplayCache c(4);
   std::array<uint8_t, kProofSize> a{}, b{};
