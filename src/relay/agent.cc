@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -748,13 +749,17 @@ bool Agent::registration_allowed(const Registration& r, uid_t uid, pid_t pid) {
   if (c == ListenerCheck::kOk) return true;
   if (c == ListenerCheck::kUnreadable) {
     // Fail open: refusing would stop all relaying to this host, which worked before the check
-    // existed, for want of a kernel module; the check only narrows what an admitted local
-    // process could expose (it could run a proxy of its own on a port of its own).
-    warn_limited("local-listener-unreadable",
-                 "registrations are accepted unchecked: " + why +
-                     "; load the tcp_diag module (modprobe tcp_diag) so that a process can "
-                     "register only its own listeners",
-                 monotonic_ms());
+    // existed, for want of a kernel module (or under qemu-user, which does not carry
+    // NETLINK_SOCK_DIAG); the check only narrows what an admitted local process could expose
+    // (it could run a proxy of its own on a port of its own). An INFO once per process, not a
+    // WARN: nothing is wrong with the job, and docs/relay.md tells the operator.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      MESH_INFO(NCCL_NET | NCCL_INIT,
+                "relay: registrations are accepted unchecked: %s; load the tcp_diag module "
+                "(modprobe tcp_diag) so that a process can register only its own listeners",
+                why.c_str());
+    }
     return true;
   }
   warn_limited("local-listener-" + std::to_string(static_cast<int>(c)),
