@@ -767,7 +767,7 @@ bool Agent::registration_allowed(const Registration& r, uid_t uid, pid_t pid) {
                    std::to_string(uid) + " (pid " + std::to_string(pid) +
                    ") on the local socket: " + why +
                    "; a process may register only a port on which a TCP listener of its "
-                   "own user listens at this agent's address" +
+                   "own user listens at one of this host's addresses" +
                    " (relay requests for it are refused \"not registered\")",
                monotonic_ms());
   return false;

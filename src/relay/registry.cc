@@ -164,8 +164,7 @@ ListenerCheck check_listener(const std::vector<TcpSocketInfo>& listeners, uint16
     *why = "no TCP listener on " + on;
     return ListenerCheck::kNone;
   }
-  *why = "no TCP listener on " + on + " at this agent's addresses (" + here + "0.0.0.0), only at " +
-         there;
+  *why = "no TCP listener on " + on + " at these addresses (" + here + "0.0.0.0), only at " + there;
   return ListenerCheck::kElsewhere;
 }
 

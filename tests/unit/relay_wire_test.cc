@@ -358,16 +358,18 @@ TEST(RelayRegistry, ListenersBelongToTheirProcess) {
 // A registration names a port only where a listener of the registering user is reached at one
 // of the agent's addresses (bound to it or to 0.0.0.0), and no other user's listener is reached
 // there beside it (relay hardening b; the kernel's side: RelayAgentRegistration).
+// A LISTEN socket as the sock_diag dump reports it.
+TcpSocketInfo listener(uint32_t addr, uint16_t port, uint32_t uid) {
+  TcpSocketInfo l;
+  l.state = 10;  // TCP_LISTEN
+  l.local_addr = addr;
+  l.local_port = port;
+  l.uid = uid;
+  return l;
+}
+
 TEST(RelayRegistry, APortIsRegisteredOnlyWithTheRegistrantsListenerAtTheAgentsAddress) {
   const uint32_t a = 0x0a000001, b = 0x0a000005, elsewhere = 0x7f000001;
-  auto listener = [](uint32_t addr, uint16_t port, uint32_t uid) {
-    TcpSocketInfo l;
-    l.state = 10;  // TCP_LISTEN
-    l.local_addr = addr;
-    l.local_port = port;
-    l.uid = uid;
-    return l;
-  };
   std::string why;
   EXPECT_EQ(check_listener({}, 40000, 1000, {a, b}, &why), ListenerCheck::kNone);
   EXPECT_NE(why.find("no TCP listener on port 40000"), std::string::npos) << why;
@@ -407,14 +409,6 @@ TEST(RelayRegistry, AListenerMayBeAtAnyNonLoopbackAddressOfTheHost) {
   const std::vector<uint32_t> addrs =
       registration_addresses({agent, agent_in_tests}, {lo, agent, half, other_cable});
   EXPECT_EQ(addrs, (std::vector<uint32_t>{agent, agent_in_tests, half, other_cable}));
-  auto listener = [](uint32_t addr, uint16_t port, uint32_t uid) {
-    TcpSocketInfo l;
-    l.state = 10;  // TCP_LISTEN
-    l.local_addr = addr;
-    l.local_port = port;
-    l.uid = uid;
-    return l;
-  };
   std::string why;
   EXPECT_EQ(check_listener({listener(half, 46733, 0)}, 46733, 0, addrs, &why), ListenerCheck::kOk)
       << why;
