@@ -7,7 +7,9 @@ the plugin and plain TCP per size, and prints one markdown table of every row pl
   scripts/bench-interleaved.py --bench BUILD/src/tools/bench/nccl-mesh-bench \
       --plugin old=/path/old.so --plugin new=/path/new.so --rounds 3 -- --sizes 128K,2M,4M
 
-Arguments after -- go to every bench run (add -q; --json is set here). Environment passes
+Arguments after -- go to every bench run (add -q; --json is set here). Each run's steal (the
+share of the machine's CPU time the hypervisor gave to other guests, /proc/stat) is printed;
+--max-steal PCT runs one again when it was higher (a shared cloud host's neighbours). Environment passes
 through (e.g. NCCL_MESH_TCP_IO_THREADS); --plugin-env NAME=VAR=VALUE sets a variable for one
 plugin's runs only (the same .so under two names compares settings). Exit status 1 if any run
 fails. With --pattern ring-allreduce or ring-traffic the tables are per rank count and size: plugin
@@ -47,6 +49,21 @@ def wait_for_quiet(max_running, timeout_s):
         return float(f.read().split()[0])
 
 
+def cpu_ticks():
+    """(steal, total) jiffies of the machine so far (/proc/stat "cpu" line): the time a
+    hypervisor gave this guest's virtual CPUs to someone else counts as steal."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    steal = fields[7] if len(fields) > 7 else 0
+    return steal, sum(fields[:8])
+
+
+def steal_share(before, after):
+    """Share of the machine's CPU time stolen between two cpu_ticks() samples (0..1)."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
+
+
 def fmt_size(n):
     for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div and n % div == 0:
@@ -58,20 +75,21 @@ def num(v, digits):
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def print_ring(plugins, rows):
+def print_ring(plugins, rows, steal):
     """Ring patterns: one row per rank count and size, times of the plugin and of the bench's own
     plain-TCP ring measured in the same run; the summary is the median over rounds of the
     per-run ratio plugin time / TCP time (below 1: the plugin is faster)."""
     print("| round | plugin | ranks | size | plugin us | TCP us | time ratio | plugin busbw GB/s "
-          "| TCP busbw GB/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| TCP busbw GB/s | steal % |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for rnd, name, r in rows:
         ratio = None
         if r.get("tcp_time_us"):
             ratio = r["plugin_time_us"] / r["tcp_time_us"]
         print(f"| {rnd} | {name} | {r['nranks']} | {fmt_size(r['bytes'])} "
               f"| {num(r['plugin_time_us'], 1)} | {num(r.get('tcp_time_us'), 1)} | {num(ratio, 2)} "
-              f"| {num(r['plugin_gbps'], 3)} | {num(r.get('tcp_gbps'), 3)} |")
+              f"| {num(r['plugin_gbps'], 3)} | {num(r.get('tcp_gbps'), 3)} "
+              f"| {100 * steal[(rnd, name)]:.1f} |")
     print()
     print("| plugin | ranks | size | median plugin us | median TCP us | median time ratio (range) "
           "| runs <= 1.0 |")
@@ -106,6 +124,11 @@ def main():
                     help="before each run wait (up to --gate-timeout s) until at most this many "
                          "tasks are runnable on the machine (0: do not wait)")
     ap.add_argument("--gate-timeout", type=float, default=60)
+    ap.add_argument("--max-steal", type=float, default=0,
+                    help="percent: a run during which the hypervisor stole more of the machine's "
+                         "CPU time than this is run again, up to --steal-retries times (0: keep "
+                         "every run); each run's steal is printed either way")
+    ap.add_argument("--steal-retries", type=int, default=3)
     ap.add_argument("bench_args", nargs=argparse.REMAINDER)
     opt = ap.parse_args()
     extra = [a for a in opt.bench_args if a != "--"]
@@ -115,16 +138,26 @@ def main():
         name, var, value = spec.split("=", 2)
         envs[name][var] = value
     rows = []
+    steal = {}
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for rnd in range(1, opt.rounds + 1):
             for name, path in plugins:
                 out = os.path.join(tmp, f"{name}-{rnd}.json")
                 cmd = [opt.bench, "--plugin", path, "--json", out] + extra
-                load = wait_for_quiet(opt.max_running, opt.gate_timeout)
-                print(f"# round {rnd} {name} (load {load:.2f}): {' '.join(cmd)}", file=sys.stderr,
-                      flush=True)
-                res = subprocess.run(cmd, stdout=subprocess.DEVNULL, env=envs[name])
+                for attempt in range(1 + max(0, opt.steal_retries)):
+                    load = wait_for_quiet(opt.max_running, opt.gate_timeout)
+                    print(f"# round {rnd} {name} (load {load:.2f}): {' '.join(cmd)}",
+                          file=sys.stderr, flush=True)
+                    t0 = cpu_ticks()
+                    res = subprocess.run(cmd, stdout=subprocess.DEVNULL, env=envs[name])
+                    steal[(rnd, name)] = steal_share(t0, cpu_ticks())
+                    over = opt.max_steal > 0 and 100 * steal[(rnd, name)] > opt.max_steal
+                    print(f"# round {rnd} {name}: steal {100 * steal[(rnd, name)]:.1f}%"
+                          + (" (over --max-steal: run again)" if over and attempt < opt.steal_retries
+                             else ""), file=sys.stderr, flush=True)
+                    if res.returncode != 0 or not over:
+                        break
                 if res.returncode != 0 or not os.path.exists(out):
                     print(f"# round {rnd} {name}: bench exited {res.returncode}", file=sys.stderr)
                     failed = True
@@ -133,7 +166,7 @@ def main():
                     for r in json.load(f)["rows"]:
                         rows.append((rnd, name, r))
     if rows and all(r.get("pattern", "").startswith("ring") for _, _, r in rows):
-        print_ring(plugins, rows)
+        print_ring(plugins, rows, steal)
         return 1 if failed else 0
     print("| round | plugin | pair | size | plugin GB/s | TCP GB/s | bw ratio | plugin CPU s/GB "
           "| TCP CPU s/GB | CPU ratio | plugin csw/GB | TCP csw/GB | threads/rank |")

@@ -29,8 +29,9 @@ namespace mesh::handshake {
 inline constexpr size_t kHelloSize = 56;
 inline constexpr size_t kReplySize = 4;
 inline constexpr uint32_t kHelloMagic = 0x4D534848;  // "MSHH"
-// 3: agreement; 4: clear-to-sends on request (transport/tcp/wire.h).
-inline constexpr uint8_t kHelloVersion = 4;
+// 3: agreement; 4: clear-to-sends on request; 5: TCP message headers on the data sockets
+// (transport/tcp/wire.h).
+inline constexpr uint8_t kHelloVersion = 5;
 inline constexpr size_t kMaxExtension = 1024;
 inline constexpr uint16_t kMaxDataStreams = 64;
 

@@ -2,7 +2,8 @@
 // A hostile peer against one end of a TCP connection (transport/tcp/tcp_connection.h): the input
 // is a script that posts sends or receives as NCCL's proxy does, tests them, and plays the other
 // end on the raw sockets (loopback TCP, so the kernel reports windows and the clear-to-sends on
-// request path runs): headers with any sequence number, flags, part count and size, asks, credit
+// request path runs): headers with any sequence number, flags, part count and size on any
+// data socket (where they belong) or on the control socket (where only asks do), asks, credit
 // requests, clear-to-sends that skip or repeat, stray data on the data sockets, EOF. Whatever the
 // peer writes, the connection must not crash, write outside a posted buffer (ASan), read outside
 // a send buffer, report a received size beyond the buffer, or block.
@@ -173,10 +174,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                   : in.ConsumeIntegral<uint64_t>();
         uint8_t b[kHeaderSize];
         encode_header(h, b);
-        write_some(raw_control.get(), b, sizeof(b));
-        if (h.flags & kFlagInline) {
+        // Where it goes: a data socket (a header, with payload bytes behind it) or the control
+        // socket (an ask, or a header where none belongs).
+        const size_t i = in.ConsumeIntegralInRange<size_t>(0, streams);
+        const int fd = i == streams ? raw_control.get() : raw_data[i].get();
+        write_some(fd, b, sizeof(b));
+        if (i < streams && in.ConsumeBool()) {
           bytes.assign(in.ConsumeIntegralInRange<size_t>(0, 70 * 1024), 0x5a);
-          write_some(raw_control.get(), bytes.data(), bytes.size());
+          write_some(fd, bytes.data(), bytes.size());
         }
         break;
       }

@@ -2,8 +2,8 @@
 // TcpConnection's message protocol between a sender and a receiver in one process (socket
 // pairs stand in for the handshake's sockets): eager sends that go out before the receiver has
 // posted (bounded by NCCL_MESH_TCP_EAGER_BYTES and the request window), the size check that an
-// eager send still gets, and the receiver's staged control stream (several messages read at
-// once, each handed to its own receive, a large inline payload read straight into its buffer).
+// eager send still gets, and the receiver's staged data streams (several messages read at once,
+// each handed to its own receive, a large one-part payload read straight into its buffer).
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -165,8 +165,8 @@ TEST(TcpEager, TooLargeForThePostedBufferFailsBothSides) {
 
 TEST(TcpStagedReceive, MessagesThatArrivedTogetherGoToTheirOwnReceives) {
   Endpoints e = connect_pair(options(64 * 1024));
-  // Small messages, an empty one, then a 40 KiB inline one (mostly read straight into its
-  // buffer), all sent before any receive is posted: the first receive's read stages the others.
+  // Small messages, an empty one, then a 40 KiB one-part one (mostly read straight into its
+  // buffer), all sent before any receive is posted: a stream's first read stages what follows.
   std::vector<std::vector<uint8_t>> msgs = {pattern(1, 1), pattern(100, 2), pattern(0, 0),
                                             pattern(3000, 3), pattern(40 * 1024, 4)};
   // The last one does not fit the eager budget with the others: let the receiver post first.
@@ -196,7 +196,7 @@ TEST(TcpStagedReceive, MessagesThatArrivedTogetherGoToTheirOwnReceives) {
   }
 }
 
-// Inline messages and messages of 1, 2 and 3 parts on the data streams, interleaved, receives
+// Small one-part messages and messages of 1, 2 and 3 parts, interleaved, receives
 // trailing the sends (some eager, some waiting), every byte checked.
 void exchange_mixed(const TcpOptions& opt) {
   Endpoints e = connect_pair(opt, 3);
@@ -238,7 +238,7 @@ void exchange_mixed(const TcpOptions& opt) {
   EXPECT_EQ(rdone, msgs.size());
 }
 
-TEST(TcpStagedReceive, LargeMessagesOnTheDataStreamsStayInOrderWithInlineOnes) {
+TEST(TcpStagedReceive, LargeMessagesStayInOrderWithSmallOnes) {
   exchange_mixed(options(64 * 1024));
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The 16-byte per-message header on the control socket.
+// The 16-byte per-message header (in front of a message's first part) and the clear-to-send.
 #include "transport/tcp/wire.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@ namespace mesh::tcp {
 namespace {
 
 static_assert(kHeaderSize == 16);
-static_assert(kFlagInline == 0x1);
+static_assert(kFlagOnRequest == 0x2 && kFlagCredit == 0x4 && kFlagAsk == 0x8);
 
 using Buffer = std::array<uint8_t, kHeaderSize>;
 
@@ -24,11 +24,11 @@ TEST(WireHeader, BigEndianLayout) {
   EXPECT_EQ(b, want);
 }
 
-TEST(WireHeader, InlineHeaderBytes) {
-  const MessageHeader h{7, kFlagInline, 0, 100};
+TEST(WireHeader, OnePartHeaderBytes) {
+  const MessageHeader h{7, kFlagOnRequest, 1, 100};
   Buffer b{};
   encode_header(h, b.data());
-  const Buffer want = {0, 0, 0, 7, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 100};
+  const Buffer want = {0, 0, 0, 7, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 100};
   EXPECT_EQ(b, want);
 }
 
@@ -52,7 +52,7 @@ TEST(WireHeader, EncodeWritesExactly16Bytes) {
 TEST(WireHeader, RoundTrip) {
   const MessageHeader cases[] = {
       {0, 0, 0, 0},
-      {1, kFlagInline, 0, 65536},
+      {1, kFlagCredit, 1, 65536},
       {0xFFFFFFFFu, 0xFFFF, 0xFFFF, 0xFFFFFFFFFFFFFFFFull},
       {42, 0, 4, 0x100000000ull},          // just above 4 GiB: needs the high word
       {43, 0, 64, 0x8000000000000000ull},  // top bit of the size

@@ -15,8 +15,9 @@ struct PartRange {
   size_t length = 0;
 };
 
-// Sender's choice: 0 parts means "inline on the control socket" (size <= inline_bytes);
-// otherwise one part per min_chunk bytes, at least 1 and at most ndata.
+// Sender's choice: 0 parts means "small" (size <= inline_bytes: one part, which the caller
+// moves itself, tcp_connection.cc); otherwise one part per min_chunk bytes, at least 1 and at
+// most ndata.
 uint32_t choose_parts(size_t size, size_t ndata, size_t min_chunk, size_t inline_bytes);
 
 // Part `index` of `nparts` for a message of `size` bytes: equal parts aligned to kPartAlign,

@@ -2,8 +2,11 @@
 #include "transport/tcp/data_stream.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 namespace mesh::tcp {
@@ -13,13 +16,22 @@ DataStream::DataStream(UniqueFd fd, bool sender, int index, FailureLatch* failur
   set_nonblocking(fd_.get(), true);
 }
 
+namespace {
+
+// Bytes a part puts on the stream: its header (sender, part 0) and its payload.
+size_t part_bytes(const Part& part) {
+  return part.length + (part.header != nullptr ? kHeaderSize : 0);
+}
+
+}  // namespace
+
 bool DataStream::push(const Part& part) {
   std::lock_guard<std::mutex> lock(mu_);
   if (count_ == ring_.size() || !fd_.valid()) return false;
   ring_[(head_ + count_) % ring_.size()] = part;
   ++count_;
-  unmoved_bytes_.fetch_add(part.length, std::memory_order_acq_rel);
-  pushed_bytes_.fetch_add(part.length, std::memory_order_acq_rel);
+  unmoved_bytes_.fetch_add(part_bytes(part), std::memory_order_acq_rel);
+  pushed_bytes_.fetch_add(part_bytes(part), std::memory_order_acq_rel);
   queued_.store(count_, std::memory_order_release);
   return true;
 }
@@ -34,38 +46,25 @@ bool DataStream::try_pump() {
   return lock.owns_lock() && pump_locked();
 }
 
+ssize_t DataStream::read_header(uint8_t* dst, size_t want) {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  // Parts still queued: their bytes come first on the stream; pump() moves them.
+  if (!lock.owns_lock() || count_ > 0 || !fd_.valid()) return 0;
+  const ssize_t n = receive(dst, want);
+  return n == kWouldBlock ? 0 : n;
+}
+
 bool DataStream::pump_locked() {
   bool moved = false;
   while (count_ > 0 && fd_.valid()) {
     Part& part = ring_[head_];
-    if (done_ < part.length) {
-      const ssize_t n =
-          sender_
-              ? send(fd_.get(), part.ptr + done_, part.length - done_, MSG_NOSIGNAL | MSG_DONTWAIT)
-              : recv(fd_.get(), part.ptr + done_, part.length - done_, MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return moved;
-      if (n <= 0) {
-        const int err = n == 0 ? 0 : errno;
-        const bool remote = n == 0 || err == ECONNRESET || err == EPIPE;
-        failure_->fail(
-            remote ? ncclRemoteError : ncclSystemError,
-            std::string(sender_ ? "send" : "receive") + " on data stream " +
-                std::to_string(index_) +
-                " failed: " + (n == 0 ? std::string("end of stream") : errno_text(err)) +
-                (remote             ? " (the peer closed the connection or its process died)"
-                 : err == ETIMEDOUT ? " (no acknowledgement within NCCL_MESH_TCP_USER_TIMEOUT_MS: "
-                                      "cable cut or peer hung?)"
-                                    : ""));
-        count_ = 0;  // nothing more moves on a failed connection
-        unmoved_bytes_.store(0, std::memory_order_release);
-        queued_.store(0, std::memory_order_release);
-        return moved;
-      }
+    const size_t total = part_bytes(part);
+    while (done_ < total) {
+      const ssize_t n = sender_ ? send_part(part) : receive(part.ptr + done_, total - done_);
+      if (n < 0) return moved;  // would block, or failed (fail_io stopped the stream)
       moved = true;
       done_ += static_cast<size_t>(n);
       unmoved_bytes_.fetch_sub(static_cast<size_t>(n), std::memory_order_acq_rel);
-      if (done_ < part.length) continue;
     }
     part.pending->fetch_sub(1, std::memory_order_release);
     done_ = 0;
@@ -74,6 +73,74 @@ bool DataStream::pump_locked() {
     queued_.store(count_, std::memory_order_release);
   }
   return moved;
+}
+
+// The rest of the head part: header and payload in one sendmsg while the header is not out.
+ssize_t DataStream::send_part(const Part& part) {
+  iovec iov[2];
+  size_t cnt = 0;
+  const size_t header = part.header != nullptr ? kHeaderSize : 0;
+  if (done_ < header) {
+    iov[cnt++] = {const_cast<uint8_t*>(part.header) + done_, header - done_};
+    if (part.length > 0) iov[cnt++] = {part.ptr, part.length};
+  } else {
+    iov[cnt++] = {part.ptr + (done_ - header), part.length - (done_ - header)};
+  }
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = cnt;
+  for (;;) {
+    const ssize_t n = sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return kWouldBlock;
+    if (n <= 0) {
+      fail_io(n, errno);
+      return -1;
+    }
+    return n;
+  }
+}
+
+// Staged bytes first; then a small want reads what has arrived into the stage (several small
+// messages, or a header and its payload, in one recv), a large one straight into dst.
+ssize_t DataStream::receive(uint8_t* dst, size_t want) {
+  if (stage_begin_ == stage_end_) {
+    const bool staged = want < kStageBytes / 2;
+    for (;;) {
+      const ssize_t n =
+          recv(fd_.get(), staged ? stage_.data() : dst, staged ? kStageBytes : want, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return kWouldBlock;
+      if (n <= 0) {
+        fail_io(n, errno);
+        return -1;
+      }
+      if (!staged) return n;
+      stage_begin_ = 0;
+      stage_end_ = static_cast<size_t>(n);
+      break;
+    }
+  }
+  const size_t k = std::min(want, stage_end_ - stage_begin_);
+  std::memcpy(dst, stage_.data() + stage_begin_, k);
+  stage_begin_ += k;
+  return static_cast<ssize_t>(k);
+}
+
+void DataStream::fail_io(ssize_t n, int err) {
+  if (n == 0) err = 0;
+  const bool remote = n == 0 || err == ECONNRESET || err == EPIPE;
+  failure_->fail(
+      remote ? ncclRemoteError : ncclSystemError,
+      std::string(sender_ ? "send" : "receive") + " on data stream " + std::to_string(index_) +
+          " failed: " + (n == 0 ? std::string("end of stream") : errno_text(err)) +
+          (remote             ? " (the peer closed the connection or its process died)"
+           : err == ETIMEDOUT ? " (no acknowledgement within NCCL_MESH_TCP_USER_TIMEOUT_MS: "
+                                "cable cut or peer hung?)"
+                              : ""));
+  count_ = 0;  // nothing more moves on a failed connection
+  unmoved_bytes_.store(0, std::memory_order_release);
+  queued_.store(0, std::memory_order_release);
 }
 
 void DataStream::close() {

@@ -6,9 +6,16 @@
 // the link. docs/design.md ("TCP data path: where the CPU goes") has the measurements behind
 // this: a thread per socket cost 1.1-2.1x plain TCP's CPU per byte in wake-ups and hand-offs.
 //
-// Threads: push() from the connection's caller; pump() from the owner (caller or I/O thread),
-// serialised by mu_ (try_pump() skips instead of waiting); the parts counters are atomics read
-// by the caller's test(); errors go to the connection's FailureLatch from any thread.
+// Every message's header travels on the stream that carries its first part, right in front of
+// it (wire.h): the sender's part 0 carries the header as a prefix (one sendmsg for both), and
+// the receiver reads a header with read_header() once the stream's earlier parts are done. A
+// receiving stream reads through a small stage, so that a small message (header and payload)
+// costs one recv(), and several that arrived together cost one.
+//
+// Threads: push() and read_header() from the connection's caller; pump() from the owner
+// (caller or I/O thread), all serialised by mu_ (try_pump() and read_header() skip instead of
+// waiting); the parts counters are atomics read by the caller's test(); errors go to the
+// connection's FailureLatch from any thread.
 #pragma once
 
 #include <array>
@@ -17,8 +24,11 @@
 #include <cstdint>
 #include <mutex>
 
+#include <sys/types.h>
+
 #include "nccl/common.h"
 #include "transport/failure_latch.h"
+#include "transport/tcp/wire.h"
 #include "util/socket_util.h"
 
 namespace mesh::tcp {
@@ -27,6 +37,9 @@ struct Part {
   uint8_t* ptr = nullptr;
   size_t length = 0;
   std::atomic<int>* pending = nullptr;  // decremented (release) when this part is done
+  // Sender: the message's header, written in front of the part (part 0 only; kHeaderSize
+  // bytes that the request owns until the part is done). Null for the other parts.
+  const uint8_t* header = nullptr;
 };
 
 class DataStream {
@@ -43,6 +56,11 @@ class DataStream {
   // false at once when another thread is pumping (that one runs until EAGAIN or empty).
   bool pump();
   bool try_pump();
+  // Receiver: reads up to `want` bytes of the next message header into dst, once every queued
+  // part is done (the header follows them on the stream). Returns the bytes read, 0 when none
+  // can be read now (parts still queued, another thread pumping, nothing arrived), -1 when the
+  // stream failed (FailureLatch says why).
+  ssize_t read_header(uint8_t* dst, size_t want);
   // A lock-free hint for pollers: parts are queued.
   bool has_work() const { return queued_.load(std::memory_order_acquire) > 0; }
   // Bytes queued and not yet moved (sender: not yet in the socket). Read without the lock by
@@ -63,6 +81,12 @@ class DataStream {
 
  private:
   bool pump_locked();
+  // The next bytes of the stream into dst: staged ones first, then the socket. Negative: the
+  // socket would block (kWouldBlock) or failed (-1, fail_io).
+  static constexpr ssize_t kWouldBlock = -2;
+  ssize_t receive(uint8_t* dst, size_t want);
+  ssize_t send_part(const Part& part);
+  void fail_io(ssize_t n, int err);
 
   std::mutex mu_;
   UniqueFd fd_;
@@ -72,7 +96,12 @@ class DataStream {
   std::array<Part, NCCL_NET_MAX_REQUESTS> ring_{};
   size_t head_ = 0;
   size_t count_ = 0;
-  size_t done_ = 0;  // bytes of the head part already moved
+  size_t done_ = 0;  // bytes of the head part already moved (sender: its header's first)
+  // Receiver: bytes read from the socket ahead of the part or header that consumes them.
+  static constexpr size_t kStageBytes = 4096;
+  std::array<uint8_t, kStageBytes> stage_{};
+  size_t stage_begin_ = 0;
+  size_t stage_end_ = 0;
   std::atomic<size_t> queued_{0};
   std::atomic<size_t> unmoved_bytes_{0};
   std::atomic<uint64_t> pushed_bytes_{0};

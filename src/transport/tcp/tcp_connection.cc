@@ -60,6 +60,9 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
     }
   }
   for (Request& r : pool_) r.hdr.owner = this;
+  // Every message's header travels on a data stream (wire.h). The handshake gives a TCP
+  // connection at least one (hello.cc); a connection built without any fails its first call.
+  if (streams_.empty()) fail(ncclInternalError, "TCP connection without data sockets");
   // Clear-to-sends on request only where messages can go on window room: elsewhere (a relayed
   // connection, a kernel that cannot tell the window, eager sends off) most messages wait for
   // theirs, and a clear-to-send already sent for a receive posted ahead saves the ask's trip.
@@ -78,10 +81,11 @@ void TcpConnection::close() {
   for (size_t i = 0; i < owners_.size(); ++i) owners_[i]->detach(streams_[i].get());
   owners_.clear();
   for (auto& s : streams_) s->close();
-  // The sender's control socket may still hold headers and inline payloads of completed sends,
-  // and the receiver's clear-to-sends keep arriving until it has posted its last receive: a
-  // plain close() would answer them with a reset that discards those bytes. The receiver's
-  // side has nothing of ours left to deliver.
+  // The receiver's clear-to-sends keep arriving on the sender's control socket until it has
+  // posted its last receive: a plain close() would answer them with a reset, which the receiver
+  // reads as a dead peer while the bytes of completed sends are still on their way to it on the
+  // data streams (those close gracefully: nothing comes back on them, so their close() sends a
+  // FIN behind the last byte). The receiver's side has nothing of ours left to deliver.
   if (sender_) {
     close_when_peer_done(std::move(control_), kSenderLingerMs);
   } else if (control_.valid()) {
@@ -110,8 +114,6 @@ TcpConnection::Request* TcpConnection::allocate() {
       r.in_use = true;
       r.header_done = 0;
       r.header_parsed = false;
-      r.inline_payload = false;
-      r.payload_done = 0;
       r.control_done = false;
       r.oversize = false;
       r.nparts = 0;
@@ -138,7 +140,9 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   // whenever it posts (eager, below). Without its clear-to-send a message either waits ("retry
   // later": NULL request) or, with clear-to-sends on request, asks for it and waits in flight.
   const bool cleared = static_cast<int32_t>(cts_received_ - next_seq_) > 0;
-  uint32_t nparts = choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes);
+  // At least one part: the header travels in front of the first (wire.h).
+  uint32_t nparts = std::max<uint32_t>(
+      1, choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes));
   // Behind a message that waits for its clear-to-send nothing goes early: headers and parts
   // leave in sequence order.
   const bool behind = asks_waiting_ > 0;
@@ -161,16 +165,15 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
     early_[i] = true;
     (on_window ? window_outstanding_ : eager_outstanding_) += size + kHeaderSize;
   }
-  uint16_t flags = nparts == 0 ? kFlagInline : 0;
+  uint16_t flags = 0;
   if (cts_on_request_) flags |= kFlagOnRequest;
   if (early && cts_on_request_ && wants_credit(size)) flags |= kFlagCredit;
   MessageHeader h{r->seq, flags, static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
-  r->inline_payload = nparts == 0;
   r->nparts = static_cast<uint16_t>(nparts);
   if (ask) {
-    // The ask goes out at the next record boundary (flush_asks); the header, the payload and
-    // the parts once the clear-to-send brings the buffer's capacity (clear_asked).
+    // The ask goes out on the control socket (progress_control); the header and the parts once the
+    // clear-to-send brings the buffer's capacity (clear_asked).
     encode_header({r->seq, static_cast<uint16_t>(kFlagAsk | kFlagOnRequest), 0, size},
                   ask_out_.data() + ask_out_len_);
     ask_out_len_ += kHeaderSize;  // at most one per request in flight: always fits
@@ -180,20 +183,17 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
     // Too big for the receiver's buffer: only the header goes out, so the receiver fails with
     // its own clear message; no payload byte is sent and this side fails once the header is out.
     r->oversize = size > capacity;
-    if (r->oversize) {
-      r->oversize_capacity = capacity;
-      nparts = 0;
-    }
-    if (nparts > 0 && !start_parts(r, static_cast<uint16_t>(nparts))) {
+    if (r->oversize) r->oversize_capacity = capacity;
+    if (!start_parts(r, static_cast<uint16_t>(nparts))) {
       r->in_use = false;
       return report_failure();
     }
   }
   order_[(order_head_ + order_count_) % order_.size()] = r;
   ++order_count_;
-  // The clear-to-sends were read a moment ago: only write the ask, or the header (and inline
-  // payload).
-  progress_control(/*read_clear_to_sends=*/false);
+  // The clear-to-sends were read a moment ago: only write the ask; the header and the parts
+  // are on their streams (start_parts), which pump_data moves without a pool.
+  progress_control(/*read_records=*/false);
   pump_data();
   *request = r;
   return ncclSuccess;
@@ -226,7 +226,10 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
     asked_[i] = false;
     if (!queue_cts(r)) return report_failure();
   }
-  progress();
+  // Asks are read here only every kAskPolls-th call too: NCCL posts a receive and then tests
+  // it in a loop, which reads them (test()); one failed recv() per posted receive was a third
+  // of the receiver's failed syscalls in a 4-rank 256 KiB ring.
+  progress(++ask_polls_ % kAskPolls == 0);
   *request = r;
   return ncclSuccess;
 }
@@ -268,17 +271,16 @@ bool TcpConnection::may_send_eagerly(size_t size) const {
 
 // Eager sends beyond the budget: a message may also go before its clear-to-send when every
 // socket it would use has that much room in the window the receiver's kernel has already
-// advertised (peer_window.h), counting what is still queued ahead of it there: the header (and
-// an inline payload) behind the control socket's unsent headers, each part behind its data
-// stream's unmoved parts. Those bytes then land in the receiver's socket buffers even if its
-// process posts late, so, as with the budget, none can wait in a zero window. This lets the
-// 64 KiB-1 MiB messages of a ring step go without the one-way trip (loopback and autotuned
-// links advertise megabytes once traffic has flowed); a fresh connection's small window, a late
-// receiver that has filled its buffer, or a kernel that cannot tell all answer no, and the
-// message waits for its clear-to-send as before.
-// The bytes ahead stay bounded (eager_window_bytes, 1 MiB by default): with the window alone a
-// sender of a large transfer ran megabytes ahead and its receiver copied them out of cache-cold
-// socket buffers (3-4 ranks, 4 MiB all-reduce: 1.3-1.5x slower; measurements.md).
+// advertised (peer_window.h), counting what is still queued ahead of it there: each part (the
+// first with the header in front) behind its data stream's unmoved parts. Those bytes then land in
+// the receiver's socket buffers even if its process posts late, so, as with the budget, none can
+// wait in a zero window. This lets the 64 KiB-1 MiB messages of a ring step go without the one-way
+// trip (loopback and autotuned links advertise megabytes once traffic has flowed); a fresh
+// connection's small window, a late receiver that has filled its buffer, or a kernel that cannot
+// tell all answer no, and the message waits for its clear-to-send as before. The bytes ahead stay
+// bounded (eager_window_bytes, 1 MiB by default): with the window alone a sender of a large
+// transfer ran megabytes ahead and its receiver copied them out of cache-cold socket buffers (3-4
+// ranks, 4 MiB all-reduce: 1.3-1.5x slower; measurements.md).
 bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
   const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
   if (!window_known_ || options_.eager_bytes == 0 ||
@@ -289,13 +291,6 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
   if (window_asked_ && window_asked_seq_ == next_seq_) return false;
   window_asked_ = true;
   window_asked_seq_ = next_seq_;
-  uint64_t control = ask_out_len_ + kHeaderSize + (nparts == 0 ? size : 0);
-  for (size_t i = 0; i < order_count_; ++i) {
-    const Request* q = order_[(order_head_ + i) % order_.size()];
-    const size_t payload = q->inline_payload && !q->oversize ? q->size : 0;
-    control += (kHeaderSize - q->header_done) + (payload - q->payload_done);
-  }
-  if (!socket_has_room(control_edge_, control_.get(), control_sent_, control)) return false;
   for (uint32_t i = 0; i < nparts; ++i) {
     // Parts of one message go to distinct streams (nparts <= streams).
     const size_t k = stream_of_part(i);
@@ -305,7 +300,7 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
     // way. Only this thread pushes, so pushed_bytes() does not move meanwhile.
     const uint64_t unmoved = s.unmoved_bytes();
     const uint64_t sent = s.pushed_bytes() - unmoved;
-    const uint64_t need = part_range(size, nparts, i).length + unmoved;
+    const uint64_t need = part_range(size, nparts, i).length + (i == 0 ? kHeaderSize : 0) + unmoved;
     if (!socket_has_room(stream_edges_[k], s.fd(), sent, need)) return false;
   }
   return true;
@@ -323,16 +318,20 @@ bool TcpConnection::socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uin
   return need <= room;
 }
 
+// Queues a message's parts; the sender's first carries the header in front (wire.h), and a send
+// too large for the receiver's buffer (oversize) queues the header alone.
 bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
+  if (r->oversize) nparts = 1;
   r->parts_pending.store(nparts, std::memory_order_relaxed);
   // Parts go to the streams round-robin, continuing where the previous message stopped: a
   // message smaller than NCCL_MESH_TCP_MIN_CHUNK x streams (NCCL's 128 KiB p2p chunks, small
   // collective steps) would otherwise always ride stream 0 while the others idle. Both sides
   // call this in sequence order with the same part counts, so each stream's byte order agrees.
   for (uint16_t i = 0; i < nparts; ++i) {
-    const PartRange range = part_range(r->size, nparts, i);
+    const PartRange range = r->oversize ? PartRange{} : part_range(r->size, nparts, i);
     const size_t s = stream_of_part(i);
-    if (!streams_[s]->push({r->data + range.offset, range.length, &r->parts_pending})) {
+    const uint8_t* header = sender_ && i == 0 ? r->header : nullptr;
+    if (!streams_[s]->push({r->data + range.offset, range.length, &r->parts_pending, header})) {
       fail(ncclInternalError, "data stream queue overflow (more requests in flight than slots)");
       return false;
     }
@@ -357,8 +356,8 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
   return true;
 }
 
-void TcpConnection::progress() {
-  progress_control();
+void TcpConnection::progress(bool read_records) {
+  progress_control(read_records);
   pump_data();
 }
 
@@ -407,14 +406,20 @@ void TcpConnection::pump_data() {
   }
 }
 
-void TcpConnection::progress_control(bool read_clear_to_sends) {
-  if (sender_ ? read_clear_to_sends && !read_cts() : !flush_cts()) return;
-  while (!failure_.failed()) {
-    // Sender: asks go out between records, never inside one (a header or inline payload
-    // partly written stays the next bytes on the socket).
-    const bool mid_record = order_count_ > 0 && order_[order_head_]->header_done > 0;
-    if (sender_ && !mid_record && !flush_asks()) return;
-    if (order_count_ == 0) break;
+// Sender: reads clear-to-sends, writes asks, and retires the messages whose header is queued on
+// its stream. Receiver: writes clear-to-sends, reads asks, and reads the headers of posted
+// receives in sequence order. `read_records` false skips the read of the control socket (the
+// sender's isend has just read it; the receiver's test() reads asks only every kAskPolls-th
+// time, below).
+void TcpConnection::progress_control(bool read_records) {
+  if (sender_) {
+    if (read_records && !read_cts()) return;
+    if (!write_queued(ask_out_.data(), &ask_out_len_)) return;
+  } else {
+    if (!flush_cts()) return;
+    if (read_records && !read_asks()) return;
+  }
+  while (!failure_.failed() && order_count_ > 0) {
     Request* r = order_[order_head_];
     const bool complete = sender_ ? progress_send(r) : progress_recv(r);
     if (!complete) break;
@@ -422,12 +427,8 @@ void TcpConnection::progress_control(bool read_clear_to_sends) {
     order_head_ = (order_head_ + 1) % order_.size();
     --order_count_;
   }
-  // Receiver: the clear-to-sends the records just read asked for.
+  // Receiver: the clear-to-sends the headers just read asked for.
   if (!sender_ && !failure_.failed()) flush_cts();
-}
-
-bool TcpConnection::flush_asks() {
-  return write_queued(ask_out_.data(), &ask_out_len_) && ask_out_len_ == 0;
 }
 
 // Queues r's clear-to-send, after those of the posted receives before it that have none yet:
@@ -455,7 +456,8 @@ bool TcpConnection::flush_cts() {
 }
 
 // Writes what the control socket takes of a queue of records (clear-to-sends, asks) without
-// blocking, and keeps the rest at its front. False only when the socket failed.
+// blocking, and keeps the rest at its front (a record partly written stays the next bytes).
+// False only when the socket failed.
 bool TcpConnection::write_queued(uint8_t* queue, size_t* len) {
   size_t done = 0;
   while (done < *len) {
@@ -469,7 +471,6 @@ bool TcpConnection::write_queued(uint8_t* queue, size_t* len) {
       return false;
     }
     done += static_cast<size_t>(n);
-    control_sent_ += static_cast<size_t>(n);
   }
   if (done > 0) {
     std::memmove(queue, queue + done, *len - done);
@@ -563,127 +564,115 @@ bool TcpConnection::clear_asked(uint32_t seq, uint64_t capacity) {
   }
   r->awaiting_cts = false;
   --asks_waiting_;
-  // Too big for the receiver's buffer: only the header goes out, then this side fails.
+  // Too big for the receiver's buffer: only the header goes out (start_parts), then this side
+  // fails (progress_send).
   r->oversize = r->size > capacity;
-  if (r->oversize) {
-    r->oversize_capacity = capacity;
-    return true;
-  }
-  return r->nparts == 0 || start_parts(r, r->nparts);
+  if (r->oversize) r->oversize_capacity = capacity;
+  return start_parts(r, r->nparts);
 }
 
-// Writes the header (and an inline payload) without blocking; true once all of it is out.
+// True once the message's header is queued on its stream (not waiting for its clear-to-send).
+// A send too large for the receiver's buffer fails once its header is out.
 bool TcpConnection::progress_send(Request* r) {
   if (r->awaiting_cts) return false;
-  const size_t payload = r->inline_payload && !r->oversize ? r->size : 0;
-  while (r->header_done < kHeaderSize || r->payload_done < payload) {
-    iovec iov[2];
-    int cnt = 0;
-    if (r->header_done < kHeaderSize) {
-      iov[cnt++] = {r->header + r->header_done, kHeaderSize - r->header_done};
-    }
-    if (r->payload_done < payload) {
-      iov[cnt++] = {r->data + r->payload_done, payload - r->payload_done};
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(cnt);
-    const ssize_t n = sendmsg(control_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) return false;
-      const bool remote = errno == ECONNRESET || errno == EPIPE;
-      fail(remote ? ncclRemoteError : ncclSystemError,
-           "control socket send failed: " + errno_text(errno) +
-               (remote ? " (the peer closed the connection or its process died)" : ""));
-      return false;
-    }
-    size_t moved = static_cast<size_t>(n);
-    control_sent_ += moved;
-    const size_t h = std::min(moved, kHeaderSize - r->header_done);
-    r->header_done += h;
-    r->payload_done += moved - h;
-  }
-  if (r->oversize) {
-    fail(ncclInvalidUsage, oversize_at_sender(r->size, r->oversize_capacity));
-    return false;
-  }
-  return true;
+  if (!r->oversize) return true;
+  if (r->parts_pending.load(std::memory_order_acquire) != 0) return false;
+  fail(ncclInvalidUsage, oversize_at_sender(r->size, r->oversize_capacity));
+  return false;
 }
 
-// Reads and validates the header (answering the asks read on the way), then the inline payload
-// or hands parts to the workers.
+// Reads and validates the header from the stream that carries the message's first part (wire.h),
+// then queues the parts; the first follows the header on the same stream.
 bool TcpConnection::progress_recv(Request* r) {
-  while (!r->header_parsed) {
-    while (r->header_done < kHeaderSize) {
-      const ssize_t n = read_control(r->header + r->header_done, kHeaderSize - r->header_done,
-                                     "the peer closed the connection (process exited or closed "
-                                     "its send comm)");
-      if (n <= 0) return false;
-      r->header_done += static_cast<size_t>(n);
-    }
-    const MessageHeader h = decode_header(r->header);
-    if ((h.flags & kFlagAsk) != 0) {
-      if (!accept_ask(h)) return false;
-      r->header_done = 0;  // the header proper, or another ask, follows
-      continue;
-    }
-    if (h.seq != r->seq) {
-      fail(ncclRemoteError, "message header out of sequence (expected " + std::to_string(r->seq) +
-                                ", got " + std::to_string(h.seq) + "): stream corrupted");
-      return false;
-    }
-    const bool is_inline = (h.flags & kFlagInline) != 0;
-    if ((h.flags & ~(kFlagInline | kFlagOnRequest | kFlagCredit)) != 0 ||
-        (is_inline && h.nparts != 0) ||
-        (!is_inline && (h.nparts == 0 || h.nparts > streams_.size()))) {
-      fail(ncclRemoteError, "malformed message header (flags " + std::to_string(h.flags) + ", " +
-                                std::to_string(h.nparts) + " parts for " +
-                                std::to_string(streams_.size()) + " data streams)");
-      return false;
-    }
-    on_request_ = on_request_ || (h.flags & kFlagOnRequest) != 0;
-    if (h.size > r->capacity) {
-      // The sender fails with the capacity too, as when it had a clear-to-send before sending.
-      if (!r->cts_sent && queue_cts(r)) flush_cts();
-      fail(ncclInvalidUsage, oversize_at_receiver(h.size, r->capacity));
-      return false;
-    }
-    r->size = h.size;
-    r->inline_payload = is_inline;
-    r->header_parsed = true;
-    ++rx_next_header_;
-    if ((h.flags & kFlagCredit) != 0 && !r->cts_sent && !queue_cts(r)) return false;
-    if (!is_inline && !start_parts(r, h.nparts)) return false;
+  DataStream& stream = *streams_[next_stream_];
+  while (r->header_done < kHeaderSize) {
+    const ssize_t n = stream.read_header(r->header + r->header_done, kHeaderSize - r->header_done);
+    if (n <= 0) return false;  // not arrived yet, earlier parts still queued, or failed
+    r->header_done += static_cast<size_t>(n);
   }
-  if (!r->inline_payload) return true;
-  while (r->payload_done < r->size) {
-    const ssize_t n = read_control(r->data + r->payload_done, r->size - r->payload_done,
-                                   "the peer closed the connection in the middle of a message");
-    if (n <= 0) return false;
-    r->payload_done += static_cast<size_t>(n);
+  const MessageHeader h = decode_header(r->header);
+  if (h.seq != r->seq) {
+    fail(ncclRemoteError, "message header out of sequence on data stream " +
+                              std::to_string(next_stream_) + " (expected " +
+                              std::to_string(r->seq) + ", got " + std::to_string(h.seq) +
+                              "): stream corrupted");
+    return false;
   }
+  if ((h.flags & ~(kFlagOnRequest | kFlagCredit)) != 0 || h.nparts == 0 ||
+      h.nparts > streams_.size()) {
+    fail(ncclRemoteError, "malformed message header (flags " + std::to_string(h.flags) + ", " +
+                              std::to_string(h.nparts) + " parts for " +
+                              std::to_string(streams_.size()) + " data streams)");
+    return false;
+  }
+  on_request_ = on_request_ || (h.flags & kFlagOnRequest) != 0;
+  if (h.size > r->capacity) {
+    // The sender fails with the capacity too, as when it had a clear-to-send before sending.
+    if (!r->cts_sent && queue_cts(r)) flush_cts();
+    fail(ncclInvalidUsage, oversize_at_receiver(h.size, r->capacity));
+    return false;
+  }
+  r->size = h.size;
+  r->header_parsed = true;
+  ++rx_next_header_;
+  if ((h.flags & kFlagCredit) != 0 && !r->cts_sent && !queue_cts(r)) return false;
+  return start_parts(r, h.nparts);
+}
+
+// The receiver's control socket carries only asks (wire.h), read in batches: one recv() per call
+// (at most kAskBytes, so a peer that streams them cannot hold NCCL's thread here). The sender's
+// end of stream is no error here: it closes its comm once its sends are done, and their bytes
+// may still be arriving on the data streams, where a missing header then fails the receive.
+bool TcpConnection::read_asks() {
+  if (control_eof_) return true;
+  const ssize_t n = recv(control_.get(), ask_in_.data() + ask_in_len_, ask_in_.size() - ask_in_len_,
+                         MSG_DONTWAIT);
+  if (n < 0) {
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) return true;
+    fail(ncclRemoteError, "control socket receive failed: " + errno_text(err) +
+                              (err == ECONNRESET ? " (the peer's process died?)" : ""));
+    return false;
+  }
+  if (n == 0) {
+    control_eof_ = true;
+    return true;
+  }
+  ask_in_len_ += static_cast<size_t>(n);
+  const size_t whole = ask_in_len_ / kHeaderSize * kHeaderSize;
+  for (size_t off = 0; off < whole; off += kHeaderSize) {
+    if (!accept_ask(decode_header(ask_in_.data() + off))) return false;
+  }
+  std::memmove(ask_in_.data(), ask_in_.data() + whole, ask_in_len_ - whole);
+  ask_in_len_ -= whole;
   return true;
 }
 
 // An ask (wire.h): the message with that sequence number waits for its clear-to-send. Answered
 // at once if its receive is posted (and was not answered already, before the sender's first
-// on-request record), else when it is (irecv). Asks come in order, within one request window
-// of the next header proper, and once each.
+// on-request record), else when it is (irecv). Asks come in order, within one request window of
+// the posted receives, and once each. An ask for a message whose header was already read is
+// dropped: the header and the ask travel on different sockets, and the clear-to-send that let
+// the header go was this side's (sent when the receive was posted).
 bool TcpConnection::accept_ask(const MessageHeader& h) {
-  const int32_t ahead = static_cast<int32_t>(h.seq - rx_next_header_);
-  if ((h.flags & ~(kFlagAsk | kFlagOnRequest)) != 0 || h.nparts != 0 || ahead < 0 ||
-      ahead >= static_cast<int32_t>(asked_.size()) || asked_[h.seq % asked_.size()]) {
+  // The sender asks only within one request window of the clear-to-sends it has, and those
+  // are for receives this side has posted: an ask at or past that bound is no ask of a sender.
+  const int32_t unposted = static_cast<int32_t>(h.seq - next_seq_);
+  const auto window = static_cast<int32_t>(asked_.size());
+  if ((h.flags & kFlagAsk) == 0 || (h.flags & ~(kFlagAsk | kFlagOnRequest)) != 0 || h.nparts != 0 ||
+      unposted >= window || (unposted >= 0 && asked_[h.seq % asked_.size()])) {
     fail(ncclRemoteError, "malformed ask for a clear-to-send (sequence " + std::to_string(h.seq) +
-                              ", flags " + std::to_string(h.flags) + ", next header " +
-                              std::to_string(rx_next_header_) + "): stream corrupted");
+                              ", flags " + std::to_string(h.flags) + ", next receive " +
+                              std::to_string(next_seq_) + "): stream corrupted");
     return false;
   }
   on_request_ = on_request_ || (h.flags & kFlagOnRequest) != 0;
+  if (static_cast<int32_t>(h.seq - rx_next_header_) < 0) return true;  // its header came first
   for (size_t k = 0; k < order_count_; ++k) {
     Request* q = order_[(order_head_ + k) % order_.size()];
     if (q->seq != h.seq) continue;
     // Once each, for a posted receive too: a peer repeating one ask would otherwise keep
-    // NCCL's thread inside one test() call for as long as it streams them.
+    // NCCL's thread answering it.
     if (q->asked) {
       fail(ncclRemoteError, "ask for the clear-to-send of message " + std::to_string(h.seq) +
                                 " repeated: stream corrupted");
@@ -692,35 +681,8 @@ bool TcpConnection::accept_ask(const MessageHeader& h) {
     q->asked = true;
     return q->cts_sent || queue_cts(q);
   }
-  asked_[h.seq % asked_.size()] = true;
+  asked_[h.seq % asked_.size()] = true;  // its receive is not posted yet (irecv answers it)
   return true;
-}
-
-// The receiver's control stream: headers and inline payloads, read through a small stage so
-// that a small message costs one recv() for header and payload together (and several messages
-// that arrived together cost one), instead of one for the header and one for the payload. Large
-// payloads are read straight into the posted buffer once the stage is empty (no second copy).
-// Bytes past the current message stay staged for the next receive. Nothing is written into a
-// posted buffer before its header was validated: the stage is ours.
-ssize_t TcpConnection::read_control(uint8_t* dst, size_t want, const char* eof_what) {
-  if (rx_begin_ == rx_end_) {
-    rx_begin_ = rx_end_ = 0;
-    const bool direct = want >= rx_stage_.size() / 2;
-    const ssize_t n = recv(control_.get(), direct ? dst : rx_stage_.data(),
-                           direct ? want : rx_stage_.size(), MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-    if (n <= 0) {
-      fail(ncclRemoteError,
-           n == 0 ? std::string(eof_what) : "control socket receive failed: " + errno_text(errno));
-      return -1;
-    }
-    if (direct) return n;
-    rx_end_ = static_cast<size_t>(n);
-  }
-  const size_t k = std::min(want, rx_end_ - rx_begin_);
-  std::memcpy(dst, rx_stage_.data() + rx_begin_, k);
-  rx_begin_ += k;
-  return static_cast<ssize_t>(k);
 }
 
 ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) {
@@ -728,7 +690,7 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
   *done = 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (!is_in_flight(pool_, r)) return warn_not_in_flight(describe());
-  // Finished already (an inline send is usually done inside isend()): report it without a
+  // Finished already (a small send is usually done inside isend()): report it without a
   // syscall; the other requests progress from their own test() calls and from isend/irecv.
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0 &&
       !failure_.failed()) {
@@ -746,7 +708,10 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
       !failure_.failed()) {
     pump_data();
   } else {
-    progress();
+    // A receiver waiting for a header polls its stream on every call and the asks on the
+    // control socket every kAskPolls-th (with irecv's calls): an ask is answered within a few
+    // calls, and a poll that finds nothing costs one failed recv(), not two.
+    progress(sender_ || ++ask_polls_ % kAskPolls == 0);
   }
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0) {
     *done = 1;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// A send or receive comm over TCP: one non-blocking control socket driven by NCCL's own
-// progress thread (headers and small messages inline: no thread hand-off, lowest latency) and
-// several non-blocking data sockets that carry large messages in parallel. Who moves the data
+// A send or receive comm over TCP: several non-blocking data sockets that carry the messages
+// (each one's header in front of its first part, wire.h; a large message in parts, in
+// parallel) and one non-blocking control socket for the clear-to-sends and asks, both driven
+// by NCCL's own progress thread. Who moves the data
 // sockets' bytes is decided once per process (io_pool.h): NCCL's progress thread itself inside
 // isend/irecv/test (small machines), or the process's I/O threads (many cores).
 //
@@ -32,6 +33,8 @@ namespace mesh::tcp {
 struct TcpOptions {
   size_t streams = 4;  // NCCL_MESH_TCP_STREAMS, before plan_data_streams (connector only)
   size_t min_chunk = 128 * 1024;
+  // Messages up to this size go in one part (NCCL_MESH_TCP_INLINE_BYTES; with an I/O pool the
+  // caller moves those itself: start_parts).
   size_t inline_bytes = 64 * 1024;
   // Bytes (headers included) a sender may write before the receiver's clear-to-send for them
   // arrived (NCCL_MESH_TCP_EAGER_BYTES); 0: every message waits for its clear-to-send.
@@ -66,12 +69,10 @@ class TcpConnection final : public Connection {
     size_t size = 0;      // the message size (send: given; receive: from the header)
     uint32_t seq = 0;
     uint8_t header[kHeaderSize] = {};
-    size_t header_done = 0;
+    size_t header_done = 0;  // receive: header bytes read
     bool header_parsed = false;
-    bool inline_payload = false;
-    size_t payload_done = 0;  // inline payload bytes moved on the control socket
-    bool control_done = false;
-    bool oversize = false;  // send larger than the receiver's buffer: header only, then fail
+    bool control_done = false;  // header queued (send) or read (receive)
+    bool oversize = false;      // send larger than the receiver's buffer: header only, then fail
     uint64_t oversize_capacity = 0;
     uint16_t nparts = 0;        // send: the parts its header announces
     bool awaiting_cts = false;  // send: asked for its clear-to-send, nothing of it sent yet
@@ -81,21 +82,21 @@ class TcpConnection final : public Connection {
   };
 
   Request* allocate();
-  void progress();  // advances the control socket (and, without a pool, the data); holds mu_
-  void progress_control(bool read_clear_to_sends = true);
+  // Advances the control socket and the headers (and, without a pool, the data); holds mu_.
+  void progress(bool read_records = true);
+  void progress_control(bool read_records = true);
   void pump_data();  // without a pool: moves data bytes on the caller's thread
   bool flush_cts();  // receiver: writes queued clear-to-sends
   bool read_cts();   // sender: reads clear-to-sends
   bool apply_cts(const ClearToSend& c);
   void release_early(uint32_t seq);
   bool clear_asked(uint32_t seq, uint64_t capacity);
-  bool flush_asks();  // sender: writes queued asks (false: some still queued)
+  bool read_asks();                                // receiver: reads asks from the control socket
   bool write_queued(uint8_t* queue, size_t* len);  // control socket: a queue of records
   bool queue_cts(Request* r);                      // receiver
   bool accept_ask(const MessageHeader& h);         // receiver
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
-  ssize_t read_control(uint8_t* dst, size_t want, const char* eof_what);
   bool start_parts(Request* r, uint16_t nparts);
   void fail(ncclResult_t code, const std::string& why);
   ncclResult_t report_failure();
@@ -172,18 +173,19 @@ class TcpConnection final : public Connection {
   uint64_t window_outstanding_ = 0;
   std::array<bool, NCCL_NET_MAX_REQUESTS> on_window_{};
   bool window_known_ = true;
-  // The window edges last measured (peer_window.h): the control socket's, with the bytes this
-  // side wrote to it, and each data stream's (its bytes: DataStream::pushed_bytes).
-  WindowEdge control_edge_;
-  uint64_t control_sent_ = 0;
+  // The window edges last measured (peer_window.h), one per data stream (its bytes:
+  // DataStream::pushed_bytes).
   std::vector<WindowEdge> stream_edges_;
   bool window_asked_ = false;
   uint32_t window_asked_seq_ = 0;
 
-  // Receiver: control-stream bytes read ahead of the request that consumes them (read_control).
-  std::array<uint8_t, 8192> rx_stage_{};
-  size_t rx_begin_ = 0;
-  size_t rx_end_ = 0;
+  // Receiver: ask records read from the control socket (a partial one kept for the next read),
+  // whether the sender has closed it, and the test() calls since asks were last read.
+  std::array<uint8_t, 2 * NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_in_{};
+  size_t ask_in_len_ = 0;
+  bool control_eof_ = false;
+  static constexpr unsigned kAskPolls = 8;
+  unsigned ask_polls_ = 0;
 
   FailureLatch failure_;  // data streams fail() it from the I/O threads
 };

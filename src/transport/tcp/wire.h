@@ -1,16 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-// The per-message header on a TCP connection's control socket (16 bytes, big-endian):
+// The per-message header of a TCP connection (16 bytes, big-endian):
 //   [0] u32 sequence number (0, 1, 2, ... per connection: detects a desynchronised stream)
 //   [4] u16 flags (below)
-//   [6] u16 number of parts on the data sockets (0 when inline)
+//   [6] u16 number of parts on the data sockets (1 .. number of data sockets)
 //   [8] u64 message size in bytes
-// Flags: kInline: the payload follows the header on the control socket. kOnRequest: the sender
+// Where it travels (hello version 5): on the data socket that carries the message's first part,
+// right in front of it, so that a message costs one segment and one syscall on each side where
+// a header of its own on the control socket cost two of each (docs/measurements.md, issue 28).
+// Part i of a message goes on data socket (first + i) mod N, where `first` is the previous
+// message's first plus its part count (0 for message 0): both ends follow the same sequence, so
+// the receiver knows which socket carries the next header, and reads it there once that
+// socket's earlier parts are done. The control socket carries no payload: asks one way,
+// clear-to-sends the other.
+// Flags: kOnRequest: the sender
 // asks for the clear-to-sends it needs (kAsk), so the receiver stops sending one per posted
 // receive from this record on (it never starts again). kCredit: a message sent before its
 // clear-to-send whose sender wants one back anyway, to free what it charged (tcp_connection.cc).
-// An ask record (kAsk, with kOnRequest) is a header without payload: "message `seq` waits for
-// its clear-to-send"; its header proper (without kAsk) follows once the clear-to-send arrived.
-// Asks come in sequence order and may precede the headers of earlier messages.
+// An ask record (kAsk, with kOnRequest, 0 parts) travels on the control socket: "message `seq`
+// waits for its clear-to-send"; its header proper (without kAsk) follows on its data socket
+// once the clear-to-send arrived. Asks come in sequence order; one may arrive before the
+// headers of earlier messages, and after its own (a clear-to-send sent when the receive was
+// posted may have let the header go first): the receiver drops an ask for a header it has read.
 // It is peer-supplied: the receiver checks the sequence, the flags, the part count against its
 // data sockets and the size against the posted buffer before touching memory.
 //
@@ -34,7 +44,7 @@
 namespace mesh::tcp {
 
 inline constexpr size_t kHeaderSize = 16;
-inline constexpr uint16_t kFlagInline = 0x1;
+// 0x1 was kInline (the payload on the control socket) up to hello version 4.
 inline constexpr uint16_t kFlagOnRequest = 0x2;
 inline constexpr uint16_t kFlagCredit = 0x4;
 inline constexpr uint16_t kFlagAsk = 0x8;
