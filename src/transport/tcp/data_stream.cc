@@ -50,7 +50,10 @@ ssize_t DataStream::read_header(uint8_t* dst, size_t want) {
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   // Parts still queued: their bytes come first on the stream; pump() moves them.
   if (!lock.owns_lock() || count_ > 0 || !fd_.valid()) return 0;
-  const ssize_t n = receive(dst, want);
+  if (ended_) return kEndOfStream;
+  // Nothing of this header read yet (and nothing staged): an end of stream here is the sender's.
+  const ssize_t n = receive(dst, want, /*may_end=*/want == kHeaderSize);
+  if (n == kEndOfStream) ended_ = true;
   return n == kWouldBlock ? 0 : n;
 }
 
@@ -103,7 +106,7 @@ ssize_t DataStream::send_part(const Part& part) {
 
 // Staged bytes first; then a small want reads what has arrived into the stage (several small
 // messages, or a header and its payload, in one recv), a large one straight into dst.
-ssize_t DataStream::receive(uint8_t* dst, size_t want) {
+ssize_t DataStream::receive(uint8_t* dst, size_t want, bool may_end) {
   if (stage_begin_ == stage_end_) {
     const bool staged = want < kStageBytes / 2;
     for (;;) {
@@ -111,6 +114,7 @@ ssize_t DataStream::receive(uint8_t* dst, size_t want) {
           recv(fd_.get(), staged ? stage_.data() : dst, staged ? kStageBytes : want, MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return kWouldBlock;
+      if (n == 0 && may_end) return kEndOfStream;
       if (n <= 0) {
         fail_io(n, errno);
         return -1;

@@ -59,7 +59,10 @@ class DataStream {
   // Receiver: reads up to `want` bytes of the next message header into dst, once every queued
   // part is done (the header follows them on the stream). Returns the bytes read, 0 when none
   // can be read now (parts still queued, another thread pumping, nothing arrived), -1 when the
-  // stream failed (FailureLatch says why).
+  // stream failed (FailureLatch says why), kEndOfStream when the stream ended cleanly where a
+  // header would start: the sender closed its comm after its last message on this stream, which
+  // fails no message it sent (the caller decides what it means for the receives still posted).
+  static constexpr ssize_t kEndOfStream = -3;
   ssize_t read_header(uint8_t* dst, size_t want);
   // A lock-free hint for pollers: parts are queued.
   bool has_work() const { return queued_.load(std::memory_order_acquire) > 0; }
@@ -82,9 +85,10 @@ class DataStream {
  private:
   bool pump_locked();
   // The next bytes of the stream into dst: staged ones first, then the socket. Negative: the
-  // socket would block (kWouldBlock) or failed (-1, fail_io).
+  // socket would block (kWouldBlock), failed (-1, fail_io), or ended where `may_end` allows it
+  // (kEndOfStream; elsewhere an end of stream is a failure: a message cut short).
   static constexpr ssize_t kWouldBlock = -2;
-  ssize_t receive(uint8_t* dst, size_t want);
+  ssize_t receive(uint8_t* dst, size_t want, bool may_end = false);
   ssize_t send_part(const Part& part);
   void fail_io(ssize_t n, int err);
 
@@ -102,6 +106,7 @@ class DataStream {
   std::array<uint8_t, kStageBytes> stage_{};
   size_t stage_begin_ = 0;
   size_t stage_end_ = 0;
+  bool ended_ = false;  // receiver: the stream ended cleanly at a message boundary
   std::atomic<size_t> queued_{0};
   std::atomic<size_t> unmoved_bytes_{0};
   std::atomic<uint64_t> pushed_bytes_{0};

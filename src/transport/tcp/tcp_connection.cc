@@ -587,6 +587,7 @@ bool TcpConnection::progress_recv(Request* r) {
   DataStream& stream = *streams_[next_stream_];
   while (r->header_done < kHeaderSize) {
     const ssize_t n = stream.read_header(r->header + r->header_done, kHeaderSize - r->header_done);
+    if (n == DataStream::kEndOfStream) peer_closed_ = true;  // fails this receive in test()
     if (n <= 0) return false;  // not arrived yet, earlier parts still queued, or failed
     r->header_done += static_cast<size_t>(n);
   }
@@ -718,6 +719,16 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
     if (sizes != nullptr) *sizes = reported_size(r->size);
     r->in_use = false;
     return ncclSuccess;
+  }
+  // The sender closed after its last message: this receive's header never comes. Only a
+  // receive that is tested fails (NCCL may keep one posted that it no longer waits for, as GIN
+  // does after the goodbye; failing the connection at the end of stream turned the completion
+  // of the goodbye itself into an error with a WARN), and only one whose header is missing.
+  if (peer_closed_ && !r->control_done) {
+    fail(ncclRemoteError,
+         "the peer closed the connection (process exited or closed its send comm) before "
+         "sending message " +
+             std::to_string(r->seq));
   }
   if (failure_.failed()) return report_failure();
   return ncclSuccess;

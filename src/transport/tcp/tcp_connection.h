@@ -184,6 +184,8 @@ class TcpConnection final : public Connection {
   std::array<uint8_t, 2 * NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_in_{};
   size_t ask_in_len_ = 0;
   bool control_eof_ = false;
+  // Receiver: a data stream ended where the next header would start (DataStream::kEndOfStream).
+  bool peer_closed_ = false;
   static constexpr unsigned kAskPolls = 8;
   unsigned ask_polls_ = 0;
 
