@@ -11,7 +11,9 @@
 // message's first plus its part count (0 for message 0): both ends follow the same sequence, so
 // the receiver knows which socket carries the next header, and reads it there once that
 // socket's earlier parts are done. The control socket carries no payload: asks one way,
-// clear-to-sends the other.
+// clear-to-sends the other. A data socket that ends where a header would start is the sender's
+// close after its last message: it fails only the receives posted for messages that never came
+// (when they are tested); an end anywhere else cuts a message short and fails the connection.
 // Flags: kOnRequest: the sender
 // asks for the clear-to-sends it needs (kAsk), so the receiver stops sending one per posted
 // receive from this record on (it never starts again). kCredit: a message sent before its
