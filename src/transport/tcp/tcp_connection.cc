@@ -172,8 +172,8 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   encode_header(h, r->header);
   r->nparts = static_cast<uint16_t>(nparts);
   if (ask) {
-    // The ask goes out on the control socket (progress_control); the header and the parts once the
-    // clear-to-send brings the buffer's capacity (clear_asked).
+    // The ask goes out on the control socket (progress_control); the header and the parts
+    // once the clear-to-send brings the buffer's capacity (clear_asked).
     encode_header({r->seq, static_cast<uint16_t>(kFlagAsk | kFlagOnRequest), 0, size},
                   ask_out_.data() + ask_out_len_);
     ask_out_len_ += kHeaderSize;  // at most one per request in flight: always fits
@@ -700,11 +700,12 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
     r->in_use = false;
     return ncclSuccess;
   }
-  // Its control bytes are done and its parts are still on the streams: only move data (none
-  // with a pool: the I/O threads do). NCCL's proxy thread calls test() in a tight loop over every
-  // request in flight; a recv() on the control socket per call costs CPU that the copies need.
-  // Requests whose control bytes are not done (a header to read, a clear-to-send to write)
-  // drive the control socket from their own test() calls, and isend() reads clear-to-sends.
+  // Its header is done and its parts are still on the streams: only move data (none with a
+  // pool: the I/O threads do). NCCL's proxy thread calls test() in a tight loop over every
+  // request in flight; a recv() for the next header or record per call costs CPU that the
+  // copies need. Requests whose header is not done (to read, or waiting for its clear-to-send)
+  // drive the headers and the control socket from their own test() calls, and isend() reads
+  // clear-to-sends.
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) != 0 &&
       !failure_.failed()) {
     pump_data();
