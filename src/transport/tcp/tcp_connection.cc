@@ -2,7 +2,6 @@
 #include "transport/tcp/tcp_connection.h"
 
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -32,6 +31,20 @@ IoPool* io_pool(size_t threads) {
         threads, why.c_str());
   }
   return pool;
+}
+
+// Hands the whole records at the front of `buf` (read from the control socket) to `apply` in
+// order and moves a partial one to the front for the next read. False as soon as `apply`
+// refuses one (it failed the connection).
+template <typename Apply>
+bool take_records(uint8_t* buf, size_t* len, size_t record, Apply apply) {
+  const size_t whole = *len / record * record;
+  for (size_t off = 0; off < whole; off += record) {
+    if (!apply(buf + off)) return false;
+  }
+  std::memmove(buf, buf + whole, *len - whole);
+  *len -= whole;
+  return true;
 }
 
 }  // namespace
@@ -113,7 +126,6 @@ TcpConnection::Request* TcpConnection::allocate() {
     if (!r.in_use) {
       r.in_use = true;
       r.header_done = 0;
-      r.header_parsed = false;
       r.control_done = false;
       r.oversize = false;
       r.nparts = 0;
@@ -491,12 +503,10 @@ bool TcpConnection::read_cts() {
       return false;
     }
     cts_in_len_ += static_cast<size_t>(n);
-    const size_t whole = cts_in_len_ / kCtsSize * kCtsSize;
-    for (size_t off = 0; off < whole; off += kCtsSize) {
-      if (!apply_cts(decode_cts(cts_in_ + off))) return false;
+    if (!take_records(cts_in_, &cts_in_len_, kCtsSize,
+                      [this](const uint8_t* c) { return apply_cts(decode_cts(c)); })) {
+      return false;
     }
-    std::memmove(cts_in_, cts_in_ + whole, cts_in_len_ - whole);
-    cts_in_len_ -= whole;
     // A short read means the socket was drained: no need for a recv() that says EAGAIN.
     if (static_cast<size_t>(n) < asked) return true;
   }
@@ -614,7 +624,6 @@ bool TcpConnection::progress_recv(Request* r) {
     return false;
   }
   r->size = h.size;
-  r->header_parsed = true;
   ++rx_next_header_;
   if ((h.flags & kFlagCredit) != 0 && !r->cts_sent && !queue_cts(r)) return false;
   return start_parts(r, h.nparts);
@@ -640,13 +649,8 @@ bool TcpConnection::read_asks() {
     return true;
   }
   ask_in_len_ += static_cast<size_t>(n);
-  const size_t whole = ask_in_len_ / kHeaderSize * kHeaderSize;
-  for (size_t off = 0; off < whole; off += kHeaderSize) {
-    if (!accept_ask(decode_header(ask_in_.data() + off))) return false;
-  }
-  std::memmove(ask_in_.data(), ask_in_.data() + whole, ask_in_len_ - whole);
-  ask_in_len_ -= whole;
-  return true;
+  return take_records(ask_in_.data(), &ask_in_len_, kHeaderSize,
+                      [this](const uint8_t* a) { return accept_ask(decode_header(a)); });
 }
 
 // An ask (wire.h): the message with that sequence number waits for its clear-to-send. Answered

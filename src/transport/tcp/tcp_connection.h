@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // A send or receive comm over TCP: several non-blocking data sockets that carry the messages
 // (each one's header in front of its first part, wire.h; a large message in parts, in
-// parallel) and one non-blocking control socket for the clear-to-sends and asks, both driven
-// by NCCL's own progress thread. Who moves the data
-// sockets' bytes is decided once per process (io_pool.h): NCCL's progress thread itself inside
-// isend/irecv/test (small machines), or the process's I/O threads (many cores).
+// parallel) and one non-blocking control socket for the clear-to-sends and asks, driven by
+// NCCL's own progress thread. Who moves the data sockets' bytes is decided once per process
+// (io_pool.h): NCCL's progress thread itself inside isend/irecv/test (small machines), or the
+// process's I/O threads (many cores).
 //
 // Threads: isend/irecv/test/close run on NCCL's threads and take `mu_` (a harness that tests
 // from several threads stays safe); I/O threads touch only the data streams (their own lock)
@@ -69,8 +69,7 @@ class TcpConnection final : public Connection {
     size_t size = 0;      // the message size (send: given; receive: from the header)
     uint32_t seq = 0;
     uint8_t header[kHeaderSize] = {};
-    size_t header_done = 0;  // receive: header bytes read
-    bool header_parsed = false;
+    size_t header_done = 0;     // receive: header bytes read
     bool control_done = false;  // header queued (send) or read (receive)
     bool oversize = false;      // send larger than the receiver's buffer: header only, then fail
     uint64_t oversize_capacity = 0;
