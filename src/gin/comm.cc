@@ -525,6 +525,17 @@ void Comm::fail_peer(uint32_t rank, const std::string& why, bool warn) {
         "GIN (rank %d): the stream with rank %u failed: %s; every operation with that rank "
         "now fails (queryLastError reports it)",
         rank_, rank, why.c_str());
+  // A one-sided peer's QP goes to the error state: the peer (alive, perhaps misbehaving) can
+  // no longer write into or read this rank's registrations through it, and our work requests
+  // on it stop (their flushed completions are not reported again: the peer is failed).
+  if (p.rdma) {
+    std::string qp_why;
+    if (!p.rdma->shut(&qp_why))
+      MESH_WARN(
+          "GIN (rank %d): %s; rank %u may still reach this rank's registrations until "
+          "the comm closes",
+          rank_, qp_why.c_str(), rank);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (Op& op : p.queue)
     if (op.request != nullptr) op.request->state.store(2, std::memory_order_release);

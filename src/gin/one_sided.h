@@ -88,6 +88,8 @@ class OneSided {
   template <typename OnDone>
   bool poll(std::string* why, OnDone&& on_done);
   void release(int wrs) { in_flight_ -= wrs; }
+  // The peer failed: the QP to the error state (QueuePair::to_error).
+  bool shut(std::string* why) { return qp_->to_error(why); }
 
   // The peer's registrations, by id (kRegKey messages on the stream).
   std::map<uint32_t, RegKey> keys;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "gin_rank.h"
@@ -238,6 +239,72 @@ TEST_P(HostileTest, PeerDeathFailsRequestsWithoutHanging) {
     if (!has_error) return env.fail("queryLastError does not report the dead rank");
     if (g.api.progress(g.target) == ncclSuccess) return env.fail("progress does not report it");
     // Closing does not wait for the dead rank's goodbye beyond the bound.
+    return g.api.release_target(g.comm, g.target) == ncclSuccess &&
+           g.api.close_coll(g.comm) == ncclSuccess && g.api.finalize(g.ctx) == ncclSuccess;
+  });
+  EXPECT_EQ(errors, "");
+}
+
+// A rank that gave up on a peer must also stop that peer's access to its memory. On GIN's
+// one-sided path the peer writes with RDMA, which this rank's CPU never sees: only the QP's
+// error state stops it. Rank 0 fails rank 1 (a put that fits rank 0's view of the registration
+// but not the size rank 1 announced for its own, which only the one-sided path checks at the
+// origin); rank 1, alive and unaware, then puts into rank 0's registration: not a byte may land.
+// Over the message stream the failed rank's engine stops reading the stream, and the trigger
+// fails the other rank instead (its engine refuses the put), so this runs where the pair is
+// one-sided: the Soft-RoCE lane's gin-mesh3 step, which sets MESH_GIN_EXPECT_ONE_SIDED=1.
+TEST_P(HostileTest, AFailedPeersLaterPutsDoNotLand) {
+  if (std::getenv("MESH_GIN_EXPECT_ONE_SIDED") == nullptr)
+    GTEST_SKIP() << "needs GIN's one-sided RDMA path (MESH_GIN_EXPECT_ONE_SIDED=1, set by the "
+                    "Soft-RoCE lane's gin-mesh3 step)";
+  const int version = GetParam();
+  const std::string errors = run_ranks(2, 120, [&](RankEnv& env) {
+    GinRank g(env);
+    if (!g.setup(version, 1)) return false;
+    // The same registration on both ranks, 4 KiB on rank 0 and 64 bytes on rank 1.
+    std::vector<uint8_t> buf(env.rank() == 0 ? 4096 : 64, 0);
+    void* mh = nullptr;
+    if (!g.reg(buf.data(), buf.size(), &mh) || !env.barrier()) return false;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20 * time_scale());
+    if (env.rank() == 0) {
+      void* req = nullptr;
+      // 4 KiB into rank 1's 64 bytes: refused at this end, and rank 1 is failed.
+      if (!g.ok(g.api.iput(g.target, 0, 0, mh, 4096, 0, mh, 1, &req), "iput")) return false;
+      int done = 0;
+      while (!done && g.api.test(g.comm, req, &done) == ncclSuccess) {
+        if (std::chrono::steady_clock::now() > deadline)
+          return env.fail("a put past the end of rank 1's registration neither failed nor ended");
+      }
+      bool has_error = false;
+      if (!g.ok(g.api.query_last_error(g.target, &has_error), "queryLastError")) return false;
+      if (!has_error) return env.fail("the put past rank 1's registration did not fail rank 1");
+    }
+    if (!env.barrier()) return false;  // rank 0 has failed rank 1
+    if (env.rank() == 1) {
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = pattern(1, 0, 9, i);
+      void* req = nullptr;
+      if (!g.ok(g.api.iput(g.target, 0, 0, mh, buf.size(), 0, mh, 0, &req), "iput to rank 0"))
+        return false;
+      // Long enough for the WRITE to land on an open QP (milliseconds, even under TCG: it did
+      // in 3.7 s for the whole test before the fix); its request fails or stays pending (the
+      // QP's retries), either is fine here.
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(200 * time_scale());
+      int done = 0;
+      while (!done && std::chrono::steady_clock::now() < until) {
+        if (g.api.test(g.comm, req, &done) != ncclSuccess) break;
+      }
+    }
+    if (!env.barrier()) return false;
+    if (env.rank() == 0) {
+      for (size_t i = 0; i < buf.size(); ++i) {
+        if (buf[i] != 0)
+          return env.fail(
+              "rank 1, failed by rank 0, still wrote into rank 0's registration: byte " +
+              std::to_string(i) + " is " + std::to_string(buf[i]));
+      }
+    }
     return g.api.release_target(g.comm, g.target) == ncclSuccess &&
            g.api.close_coll(g.comm) == ncclSuccess && g.api.finalize(g.ctx) == ncclSuccess;
   });

@@ -175,4 +175,14 @@ bool QueuePair::connect(const QpInfo& peer, const QpOptions& opt, std::string* w
   return true;
 }
 
+bool QueuePair::to_error(std::string* why) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (dev_->api()->modify_qp(qp_, &a, IBV_QP_STATE) != 0) {
+    *why = "moving " + describe() + " to the error state failed: " + errno_text(errno);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace mesh::rdma

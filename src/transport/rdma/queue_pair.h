@@ -46,6 +46,11 @@ class QueuePair {
   QpInfo info() const;
   // INIT -> RTR -> RTS towards `peer`; posts the receive work requests first.
   bool connect(const QpInfo& peer, const QpOptions& opt, std::string* why);
+  // To the error state, for a peer this side gave up on: the QP's own work requests stop (they
+  // complete with IBV_WC_WR_FLUSH_ERR) and every request the peer sends to it from now on is
+  // refused, so a peer declared failed can no longer write into (or read) this side's memory
+  // through it. False with *why if the device refused.
+  bool to_error(std::string* why);
 
   ibv_qp* qp() const { return qp_; }
   ibv_cq* cq() const { return cq_; }

@@ -289,7 +289,7 @@ standin() {
 # the versions are thin adapters over one core). Passes when the suite passes, every rank pair
 # logged "one-sided over", no pair stayed on the message stream, the close lines counted RDMA
 # WRITEs, atomics and READs and no put/get as a stream message, and the rxe devices sent packets.
-GIN_FILTER='Gin/OrderingTest.SignalImpliesEveryEarlierPut/v13_3ranks:Gin/OpsTest.*/v13:Gin/HostileTest.PeerDeathFailsRequestsWithoutHanging/v13'
+GIN_FILTER='Gin/OrderingTest.SignalImpliesEveryEarlierPut/v13_3ranks:Gin/OpsTest.*/v13:Gin/HostileTest.PeerDeathFailsRequestsWithoutHanging/v13:Gin/HostileTest.AFailedPeersLaterPutsDoNotLand/v13'
 gin() {
   local name=$1 ifnames=$2; shift 2
   local devs=("$@") before=() d rc t0 log=/tmp/$1.log detail
@@ -301,7 +301,7 @@ gin() {
   for d in "${devs[@]}"; do before+=("$(rxe_sent "$d")"); done
   echo "=== [guest] $name: GIN suite, one-sided RDMA, ranks on $ifnames, filter ${LANE_GIN_FILTER:-$GIN_FILTER}"
   t0=$(now)
-  MESH_GIN_PLUGIN=$PLUGIN MESH_GIN_IFNAMES=$ifnames MESH_GIN_MEMORY=cuda \
+  MESH_GIN_PLUGIN=$PLUGIN MESH_GIN_IFNAMES=$ifnames MESH_GIN_MEMORY=cuda MESH_GIN_EXPECT_ONE_SIDED=1 \
     NCCL_MESH_TEST_GIN_CUDA_LIBRARY=/guest/libmesh_gin_fake_cuda.so MESH_GIN_TIME_SCALE=$SCALE \
     NCCL_MESH_TRANSPORT=rdma NCCL_DEBUG=INFO \
     timeout -k 10 600 /guest/mesh_gin_test --gtest_color=no \
