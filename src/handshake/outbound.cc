@@ -24,6 +24,7 @@ void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
   const ConnectRequest& req = outgoing->req;
   topology::Rail rail;
   uint16_t port = req.port;
+  bool hello_in_request = false;  // relayed over TCP: the hello goes out with the relay request
   if (req.relay) {
     // The relay agents' view of the cable graph decides where this stream goes first; with no
     // route yet (beacons still converging) try again shortly, until the deadline.
@@ -59,6 +60,19 @@ void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
     out->relay_request.assign(relay::kRequestSize, 0);
     relay::encode_request(rr, relay::relay_listener_key(req.nonce.data(), req.nonce.size()),
                           out->relay_request.data());
+    // Over a TCP relay the hello follows the request at once instead of after the relay's
+    // "ok": every agent of the route leaves the bytes after its request in the socket until it
+    // splices (relay/agent.cc), so the hello reaches the destination's listener right behind
+    // the relayed connect. After "ok" it came a round trip to this host and back later, all
+    // that time a socket without a hello at the destination: a burst of relayed sockets, which
+    // all come from the relay host's one address, passed the listener's per-source pending cap
+    // and evicted each other until the connect deadline (16 connections at once, 80 sockets:
+    // tests/softroce/guest/lane.sh relay-line3 over TCP). An RDMA relay host hands the control
+    // socket to its forwarder instead of splicing it, so there the hello waits for "ok".
+    if (!hop.rdma) {
+      out->relay_request.insert(out->relay_request.end(), out->hello.begin(), out->hello.end());
+      hello_in_request = true;
+    }
     out->relay_sent = 0;
     out->relay_got = 0;
   } else {
@@ -66,7 +80,7 @@ void Service::open_outgoing(OutgoingState* outgoing, OutgoingSocket* out) {
   }
   out->sock.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   out->fd = out->sock.get();
-  out->sent = 0;
+  out->sent = hello_in_request ? out->hello.size() : 0;  // kSending has nothing left to send
   out->got = 0;
   out->reply.assign(kReplySize, 0);
   sockaddr_in local = make_sockaddr(rail.local.addr, 0);
@@ -161,7 +175,8 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
     return;
   }
   if (out->phase == OutgoingSocket::Phase::kRelayAwaiting) {
-    // Exactly the 4-byte status: nothing else arrives before the hello is sent.
+    // Exactly the 4-byte status: the listener's answer to a hello sent with the request may
+    // follow it in the same segment, and is read in kAwaitingReply.
     const ssize_t n = recv(out->fd, out->relay_reply + out->relay_got,
                            sizeof(out->relay_reply) - out->relay_got, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;

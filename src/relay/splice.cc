@@ -76,6 +76,7 @@ void Splice::preload(int side, const uint8_t* data, size_t len) {
 bool Splice::pump_pipe(int from, bool* progress) {
   Direction& d = dir_[from];
   const int src = fd(from), dst = fd(1 - from);
+  bool read_failed = false;
   while (!d.eof && !d.pipe_full && d.size < d.cap) {
     const ssize_t n = ::splice(src, nullptr, d.pipe_w.get(), nullptr, d.cap - d.size,
                                SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -97,8 +98,10 @@ bool Splice::pump_pipe(int from, bool* progress) {
       if (d.size > 0) d.pipe_full = true;
       break;
     }
-    error_ = std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno);
-    return false;
+    // The side failed (reset): what it sent before still goes out below, then the pair ends.
+    read_failed =
+        fail(std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno));
+    break;
   }
   while (d.size > 0) {
     const ssize_t n =
@@ -113,21 +116,22 @@ bool Splice::pump_pipe(int from, bool* progress) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     const int err = errno;
     if (n < 0 && err == EPIPE) consume_sigpipe();
-    error_ = std::string(from == 0 ? "downstream" : "upstream") +
-             " write: " + (n == 0 ? std::string("pipe empty") : errno_text(err));
+    fail(std::string(from == 0 ? "downstream" : "upstream") +
+         " write: " + (n == 0 ? std::string("pipe empty") : errno_text(err)));
     return false;
   }
   if (d.size == 0) d.pipe_full = false;
-  return true;
+  return !read_failed;
 }
 
 bool Splice::pump_copy(int from, bool* any) {
   Direction& d = dir_[from];
   const int src = fd(from), dst = fd(1 - from);
   const size_t cap = d.buf.size();
+  bool read_failed = false;
   for (;;) {
     bool progress = false;
-    while (!d.eof && d.size < cap) {
+    while (!read_failed && !d.eof && d.size < cap) {
       const size_t tail = (d.head + d.size) % cap;
       const size_t room = std::min(cap - d.size, cap - tail);
       const ssize_t n = ::read(src, d.buf.data() + tail, room);
@@ -143,8 +147,10 @@ bool Splice::pump_copy(int from, bool* any) {
       }
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      error_ = std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno);
-      return false;
+      // The side failed (reset): what it sent before still goes out below, then the pair ends.
+      read_failed =
+          fail(std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno));
+      break;
     }
     while (d.size > 0) {
       const size_t chunk = std::min(d.size, cap - d.head);
@@ -157,14 +163,14 @@ bool Splice::pump_copy(int from, bool* any) {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      error_ = std::string(from == 0 ? "downstream" : "upstream") + " write: " + errno_text(errno);
+      fail(std::string(from == 0 ? "downstream" : "upstream") + " write: " + errno_text(errno));
       return false;
     }
     if (d.size == 0) d.head = 0;
-    if (!progress) break;
-    *any = true;
+    if (progress) *any = true;
+    if (!progress || read_failed) break;
   }
-  return true;
+  return !read_failed;
 }
 
 bool Splice::pump_direction(int from) {
@@ -182,13 +188,24 @@ bool Splice::pump_direction(int from) {
   return true;
 }
 
+// Both directions are pumped even when the first fails: a side that reset its connection may
+// have answered first (a handshake listener's "busy", closing a socket whose hello it did not
+// read), and TCP delivers what a peer sent before its reset; so does the relay, as far as the
+// other side takes it without waiting. Then both are reset.
 bool Splice::pump() {
   if (!error_.empty()) return false;
-  if (!pump_direction(0) || !pump_direction(1)) {
+  const bool up_ok = pump_direction(0);
+  const bool down_ok = pump_direction(1);
+  if (!up_ok || !down_ok) {
     reset();
     return false;
   }
   return !(dir_[0].shut && dir_[1].shut);
+}
+
+bool Splice::fail(const std::string& why) {
+  if (error_.empty()) error_ = why;  // the first cause; what follows is its consequence
+  return true;
 }
 
 uint32_t Splice::events(int side) const {

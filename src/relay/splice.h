@@ -4,7 +4,8 @@
 // so a slow receiver stops the agent reading, the sender's TCP window closes and backpressure
 // reaches the sender end to end: memory per pair is 2 x capacity, whatever the traffic.
 // EOF on one side is passed on (shutdown(SHUT_WR) of the other once the buffer has drained);
-// an error on either side resets both (SO_LINGER 0), so both endpoints see the failure.
+// an error on either side resets both (SO_LINGER 0), so both endpoints see the failure, after
+// the bytes the failed side sent before it (and the other side takes at once) were passed on.
 // Zero copy (the default): each direction is a pipe of `capacity` bytes, filled with splice(2)
 // from the source socket and drained with splice(2) into the destination, so payload pages move
 // by reference and the relay's CPU never copies them (docs/relay.md: line rate on real NICs).
@@ -64,6 +65,9 @@ class Splice {
   bool pump_direction(int from);
   bool pump_pipe(int from, bool* progress);
   bool pump_copy(int from, bool* progress);
+  // Records the pair's failure (the first one stays: later ones are its consequences). Returns
+  // true, for `read_failed = fail(...)`; the pump functions then return false.
+  bool fail(const std::string& why);
   UniqueFd a_, b_;
   Direction dir_[2];
   std::string error_;

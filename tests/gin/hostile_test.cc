@@ -250,9 +250,10 @@ TEST_P(HostileTest, PeerDeathFailsRequestsWithoutHanging) {
 // error state stops it. Rank 0 fails rank 1 (a put that fits rank 0's view of the registration
 // but not the size rank 1 announced for its own, which only the one-sided path checks at the
 // origin); rank 1, alive and unaware, then puts into rank 0's registration: not a byte may land.
-// Over the message stream the failed rank's engine stops reading the stream, and the trigger
-// fails the other rank instead (its engine refuses the put), so this runs where the pair is
-// one-sided: the Soft-RoCE lane's gin-mesh3 step, which sets MESH_GIN_EXPECT_ONE_SIDED=1.
+// On the message stream a failed peer's later puts are messages the failing rank no longer
+// reads, and this trigger fails the other rank instead (its engine refuses the put it
+// receives), so the test runs where the pair is one-sided: the Soft-RoCE lane's gin-mesh3
+// step, which sets MESH_GIN_EXPECT_ONE_SIDED=1.
 TEST_P(HostileTest, AFailedPeersLaterPutsDoNotLand) {
   if (std::getenv("MESH_GIN_EXPECT_ONE_SIDED") == nullptr)
     GTEST_SKIP() << "needs GIN's one-sided RDMA path (MESH_GIN_EXPECT_ONE_SIDED=1, set by the "
@@ -286,9 +287,9 @@ TEST_P(HostileTest, AFailedPeersLaterPutsDoNotLand) {
       void* req = nullptr;
       if (!g.ok(g.api.iput(g.target, 0, 0, mh, buf.size(), 0, mh, 0, &req), "iput to rank 0"))
         return false;
-      // Long enough for the WRITE to land on an open QP (milliseconds, even under TCG: it did
-      // in 3.7 s for the whole test before the fix); its request fails or stays pending (the
-      // QP's retries), either is fine here.
+      // Long enough for the WRITE to land on an open QP (milliseconds, even under TCG: the
+      // whole test took 3.7 s in the VM while it still landed); its request fails or stays
+      // pending (the QP's retries), either is fine here.
       const auto until =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(200 * time_scale());
       int done = 0;

@@ -4,12 +4,16 @@
 // on, and an error resetting both ends.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "relay/splice.h"
@@ -179,6 +183,65 @@ TEST_P(SpliceTest, AnErrorOnOneSideResetsBoth) {
   char buf[8];
   EXPECT_LE(read(up.outer, buf, sizeof(buf)), 0) << "the upstream end sees the failure";
   close(up.outer);
+}
+
+// A connected TCP pair over loopback (a reset needs TCP): the outer end blocking, the inner
+// (the splice's) non-blocking.
+Pair make_tcp_pair() {
+  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr = make_sockaddr(0x7F000001, 0);
+  EXPECT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(listen(listener.get(), 1), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int outer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(connect(outer, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  UniqueFd inner(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  EXPECT_TRUE(inner.valid());
+  return {outer, std::move(inner)};
+}
+
+// The relayed handshake's case: the destination answers ("busy") and closes a socket whose
+// input it did not read, which resets the connection, while the connector is still sending.
+// TCP would have delivered the answer before the reset; the relay must too. Before, the
+// failed write towards the reset side ended the pump before the answer was read, and a read
+// that met the reset dropped what it had read: the connector saw a reset and no answer (the
+// TCP relay's 16-connection burst, tests/softroce/guest/lane.sh).
+TEST_P(SpliceTest, WhatASideSentBeforeItResetReachesTheOtherSideFirst) {
+  // Once with the connector still sending (the write towards the reset side fails first), once
+  // without (the read that meets the reset is the first failure).
+  for (const bool still_sending : {true, false}) {
+    SCOPED_TRACE(still_sending ? "connector still sending" : "connector silent");
+    Pair up = make_tcp_pair(), down = make_tcp_pair();
+    Splice s(std::move(up.inner), std::move(down.inner), 4096, zero_copy());
+    ASSERT_EQ(write(up.outer, "hello", 5), 5);  // reaches the destination, which never reads it
+    for (int i = 0; i < 100 && s.pump(); ++i) {
+      char peek[8];
+      if (recv(down.outer, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT) == 5) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(write(down.outer, "busy", 4), 4);
+    close(down.outer);  // unread input: a reset, not a FIN
+    if (still_sending) {
+      ASSERT_EQ(write(up.outer, "more", 4), 4);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the reset reaches the splice
+    bool alive = true;
+    for (int i = 0; i < 100 && alive; ++i) {
+      alive = s.pump();
+      if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_FALSE(alive) << "the pair did not end after the destination's reset";
+    EXPECT_FALSE(s.error().empty());
+    char buf[16] = {};
+    timeval tv{2, 0};
+    setsockopt(up.outer, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const ssize_t n = read(up.outer, buf, sizeof(buf));
+    EXPECT_EQ(n, 4) << "the connector got no answer before the reset (" << s.error() << ")";
+    EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "busy");
+    EXPECT_LE(read(up.outer, buf, sizeof(buf)), 0) << "then the failure";
+    close(up.outer);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SpliceTest, ::testing::Values(true, false),

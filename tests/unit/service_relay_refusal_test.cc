@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "handshake/hello.h"
 #include "handshake/service.h"
 #include "relay/request.h"
 #include "util/socket_util.h"
@@ -23,10 +24,13 @@ namespace {
 
 constexpr uint32_t kLoopback = 0x7F000001;
 
-// A relay port that answers every request with one reply code and closes.
+// A relay port that answers every request with one reply code and closes. With `watch_hello`
+// it first waits up to a second for the connector's hello behind the request, and counts the
+// requests whose hello came before its answer.
 class FakeRelay {
  public:
-  explicit FakeRelay(relay::ReplyCode code) : code_(code) {
+  explicit FakeRelay(relay::ReplyCode code, bool watch_hello = false)
+      : code_(code), watch_hello_(watch_hello) {
     fd_.reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -45,6 +49,8 @@ class FakeRelay {
   }
   uint16_t port() const { return port_; }
   int requests() const { return requests_.load(); }
+  int hellos_before_answer() const { return hellos_before_answer_.load(); }
+  int answered() const { return answered_.load(); }
 
  private:
   void serve() {
@@ -67,13 +73,29 @@ class FakeRelay {
       std::string why;
       if (!relay::decode_request(req, &decoded, &why)) continue;
       ++requests_;
+      if (watch_hello_) {
+        uint8_t hello[kHelloSize];
+        pollfd q{c.get(), POLLIN, 0};
+        for (int waited = 0; waited < 1000; waited += 10) {
+          if (recv(c.get(), hello, sizeof(hello), MSG_PEEK | MSG_DONTWAIT) ==
+              static_cast<ssize_t>(sizeof(hello))) {
+            ++hellos_before_answer_;
+            break;
+          }
+          (void)poll(&q, 1, 10);
+        }
+      }
       uint8_t r[relay::kRelayReplySize];
       relay::encode_relay_reply(code_, r);
       (void)!send(c.get(), r, sizeof(r), MSG_NOSIGNAL);
+      ++answered_;
     }
   }
 
   relay::ReplyCode code_;
+  bool watch_hello_;
+  std::atomic<int> hellos_before_answer_{0};
+  std::atomic<int> answered_{0};
   UniqueFd fd_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -81,22 +103,24 @@ class FakeRelay {
   std::thread thread_;
 };
 
-ConnectRequest relayed_request(uint16_t relay_port) {
+// A relayed connect through `relay_port`: an RDMA relay's (the control socket with setup bytes)
+// or, with rdma false, a TCP relay's (a control and one data socket).
+ConnectRequest relayed_request(uint16_t relay_port, bool rdma = true) {
   ConnectRequest req;
   req.nonce[0] = 1;
   req.port = 9;  // the destination's handshake port: never reached
-  req.ndata = 0;
-  req.extension = {1, 2, 3};  // stands for the RDMA relay setup
+  req.ndata = rdma ? 0 : 1;
+  if (rdma) req.extension = {1, 2, 3};  // stands for the RDMA relay setup
   req.timeout_ms = 30000;
   req.relay_dest = {{0x7F4D0906, 30}};  // 127.77.9.6/30
   req.relay_origin = 0x1234;
-  req.relay = [relay_port](uint16_t, RelayHop* hop, std::string*) {
+  req.relay = [relay_port, rdma](uint16_t, RelayHop* hop, std::string*) {
     hop->local = {kLoopback, 8};
     hop->peer_addr = kLoopback;
     hop->port = relay_port;
     hop->route = "127.0.0.1:" + std::to_string(relay_port);
     hop->path = hop->route;
-    hop->rdma = true;
+    hop->rdma = rdma;
     return RelayResolve::kOk;
   };
   return req;
@@ -146,6 +170,30 @@ TEST(RelayRefusalTransient, NoRouteYetIsRetriedUntilTheDeadline) {
   EXPECT_EQ(c->status.load(), ConnectStatus::kPending);
   service.cancel_connect(c);
   service.stop();
+}
+
+// Over a TCP relay the hello goes out with the relay request, not after the relay's "ok": the
+// agents splice it to the destination right behind the connect, so a relayed socket is not
+// left at the destination without its hello for a round trip (a burst of them from the relay
+// host's one address evicted each other at the listener's per-source cap). An RDMA relay
+// host hands the control socket to its forwarder instead, so there the hello waits.
+TEST(RelayHello, GoesWithTheRequestOverATcpRelayAndAfterTheOkOverAnRdmaRelay) {
+  for (const bool rdma : {false, true}) {
+    SCOPED_TRACE(rdma ? "RDMA relay" : "TCP relay");
+    FakeRelay fake(relay::ReplyCode::kOk, /*watch_hello=*/true);
+    ASSERT_NE(fake.port(), 0);
+    Service service;
+    std::string why;
+    ASSERT_TRUE(service.start({Ipv4Prefix{kLoopback, 8}}, 0, 30000, 256, &why)) << why;
+    std::shared_ptr<OutgoingConnect> c = service.start_connect(relayed_request(fake.port(), rdma));
+    const int sockets = rdma ? 1 : 2;
+    for (int i = 0; i < 500 && fake.answered() < sockets; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_GE(fake.answered(), sockets);
+    EXPECT_EQ(fake.hellos_before_answer(), rdma ? 0 : fake.answered());
+    service.cancel_connect(c);
+    service.stop();
+  }
 }
 
 }  // namespace
