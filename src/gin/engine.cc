@@ -154,8 +154,11 @@ bool Comm::progress_sends(uint32_t rank, Peer& p) {
       if (!done) break;
     }
     if (s.completes != nullptr) {
-      p.puts_done.fetch_add(1, std::memory_order_acq_rel);
+      // The request first, then the count a flush reads (release): a flush seen done implies
+      // every request it covers is seen done (OpsTest.GetAndFlush under TSan caught the other
+      // order: the flush done, the put it covered still pending).
       s.completes->state.store(1, std::memory_order_release);
+      p.puts_done.fetch_add(1, std::memory_order_acq_rel);
     }
     if (s.bye) p.bye_sent.store(true, std::memory_order_release);
     s = SendSlot{};
@@ -468,8 +471,8 @@ int Comm::apply_message(uint32_t /*rank*/, Peer& p, const uint8_t* msg, size_t s
     }
     g.received += h.length;
     if (last) {
+      g.request->state.store(1, std::memory_order_release);  // before the flush's count
       p.gets_done.fetch_add(1, std::memory_order_acq_rel);
-      g.request->state.store(1, std::memory_order_release);
       p.gets.erase(it);
     }
   }

@@ -115,13 +115,14 @@ bool Comm::poll_one_sided(uint32_t rank, Peer& p) {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = p.gets.find(o.get_id);
       if (it != p.gets.end()) {
-        p.gets_done.fetch_add(1, std::memory_order_acq_rel);
+        // The request before the count a flush reads: a done flush implies its ops are done.
         it->second.request->state.store(1, std::memory_order_release);
+        p.gets_done.fetch_add(1, std::memory_order_acq_rel);
         p.gets.erase(it);
       }
     } else if (o.request != nullptr) {
-      p.puts_done.fetch_add(1, std::memory_order_acq_rel);
       o.request->state.store(1, std::memory_order_release);
+      p.puts_done.fetch_add(1, std::memory_order_acq_rel);
     }
     p.posted.pop_front();
     moved = true;
