@@ -99,8 +99,8 @@ bool Splice::pump_pipe(int from, bool* progress) {
       break;
     }
     // The side failed (reset): what it sent before still goes out below, then the pair ends.
-    read_failed =
-        fail(std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno));
+    fail(std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno));
+    read_failed = true;
     break;
   }
   while (d.size > 0) {
@@ -148,8 +148,8 @@ bool Splice::pump_copy(int from, bool* any) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       // The side failed (reset): what it sent before still goes out below, then the pair ends.
-      read_failed =
-          fail(std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno));
+      fail(std::string(from == 0 ? "upstream" : "downstream") + " read: " + errno_text(errno));
+      read_failed = true;
       break;
     }
     while (d.size > 0) {
@@ -203,9 +203,8 @@ bool Splice::pump() {
   return !(dir_[0].shut && dir_[1].shut);
 }
 
-bool Splice::fail(const std::string& why) {
+void Splice::fail(const std::string& why) {
   if (error_.empty()) error_ = why;  // the first cause; what follows is its consequence
-  return true;
 }
 
 uint32_t Splice::events(int side) const {

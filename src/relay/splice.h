@@ -65,9 +65,9 @@ class Splice {
   bool pump_direction(int from);
   bool pump_pipe(int from, bool* progress);
   bool pump_copy(int from, bool* progress);
-  // Records the pair's failure (the first one stays: later ones are its consequences). Returns
-  // true, for `read_failed = fail(...)`; the pump functions then return false.
-  bool fail(const std::string& why);
+  // Records the pair's failure (the first one stays: later ones are its consequences); the
+  // pump functions then return false.
+  void fail(const std::string& why);
   UniqueFd a_, b_;
   Direction dir_[2];
   std::string error_;
