@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "relay/splice.h"
+#include "tcp_test_sockets.h"
 
 namespace mesh::relay {
 namespace {
@@ -185,20 +186,13 @@ TEST_P(SpliceTest, AnErrorOnOneSideResetsBoth) {
   close(up.outer);
 }
 
-// A connected TCP pair over loopback (a reset needs TCP): the outer end blocking, the inner
-// (the splice's) non-blocking.
+// A connected TCP pair over loopback (a reset needs TCP; tcp_test_sockets.h): the outer end
+// blocking, the inner (the splice's) non-blocking.
 Pair make_tcp_pair() {
-  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr = make_sockaddr(0x7F000001, 0);
-  EXPECT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  EXPECT_EQ(listen(listener.get(), 1), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int outer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  EXPECT_EQ(connect(outer, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  UniqueFd inner(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-  EXPECT_TRUE(inner.valid());
-  return {outer, std::move(inner)};
+  UniqueFd outer, inner;
+  mesh::tcp::tcp_test::tcp_pair(&outer, &inner);
+  set_nonblocking(inner.get(), true);
+  return {outer.release(), std::move(inner)};
 }
 
 // The relayed handshake's case: the destination answers ("busy") and closes a socket whose
