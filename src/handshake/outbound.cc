@@ -133,13 +133,18 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
   // full, most likely of someone else's half-open sockets). The peer is alive and the handle
   // valid, so try again with a fresh socket until the connect deadline (expire_outgoing() then
   // fails the connect naming the saturation).
-  auto retry_busy = [&] {
+  // A relay agent's "busy" is its own capacity (relayed pairs, sized from its descriptor limit,
+  // or its per-source share of pending requests), not the listener's: said apart at the deadline.
+  auto retry_busy = [&](bool relay) {
     ++outgoing->busy_replies;
+    if (relay) ++outgoing->relay_busy_replies;
     const int64_t base = std::clamp(out->backoff_ms, kBusyRetryMinMs, kBusyRetryMaxMs);
     uint32_t r = 0;
     fill_random(&r, sizeof(r));
-    retry("the peer answered busy: its handshake port is saturated");
+    retry(relay ? "a relay agent on the route (first hop " + out->relay_route + ") answered busy"
+                : std::string("the peer answered busy: its handshake port is saturated"));
     out->last_busy = true;
+    out->last_busy_relay = relay;
     out->retry_at_ms = monotonic_ms() + base + static_cast<int64_t>(r % (base / 2 + 1));
     out->backoff_ms = std::min(base * 2, kBusyRetryMaxMs);
   };
@@ -196,7 +201,7 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
       return;
     }
     if (code == relay::ReplyCode::kBusy) {
-      retry_busy();
+      retry_busy(true);
       return;
     }
     if (code == relay::ReplyCode::kNoRdmaRelay || code == relay::ReplyCode::kNoRdmaOnCable) {
@@ -259,7 +264,7 @@ void Service::handle_outgoing(OutgoingState* outgoing, OutgoingSocket* out, uint
           return;
         }
         if (reply == HelloReply::kBusy) {
-          retry_busy();
+          retry_busy(false);
           return;
         }
         if (reply != HelloReply::kAccepted) {
@@ -345,11 +350,31 @@ void Service::close_outgoing_sockets(OutgoingState* outgoing) {
 void Service::expire_outgoing(int64_t now) {
   for (auto& outgoing : outgoing_) {
     if (outgoing->finished || now < outgoing->deadline_ms) continue;
-    std::string last;
+    std::string last, relay_busy;
     bool busy = false;
     for (const auto& s : outgoing->sockets) {
       if (s->phase != OutgoingSocket::Phase::kDone && !s->last_error.empty()) last = s->last_error;
       if (s->phase != OutgoingSocket::Phase::kDone && s->last_busy) busy = true;
+      if (s->phase != OutgoingSocket::Phase::kDone && s->last_busy && s->last_busy_relay)
+        relay_busy = s->relay_route;
+    }
+    if (!relay_busy.empty()) {
+      std::string why = "the relay agents on the route (first hop ";
+      why.append(relay_busy)
+          .append(") answered busy for the whole NCCL_MESH_CONNECT_TIMEOUT_MS=")
+          .append(std::to_string(outgoing->req.timeout_ms))
+          .append(" ms (")
+          .append(std::to_string(outgoing->relay_busy_replies))
+          .append(" of ")
+          .append(std::to_string(outgoing->busy_replies))
+          .append(
+              " busy replies from relays): a relay host carries as many relayed sockets as its "
+              "descriptor limit allows (85 at ulimit -n 1024; a TCP-relayed connection takes "
+              "1 + NCCL_MESH_TCP_STREAMS), and at most a quarter of them pending from one "
+              "address. The relay host's log names the cap it hit: raise its descriptor limit "
+              "(LimitNOFILE= of nccl-mesh-relayd, or ulimit -n of the rank that relays)");
+      fail_outgoing(outgoing.get(), why);
+      continue;
     }
     if (busy) {
       std::string why = "the peer's handshake port was saturated by unauthenticated connections";

@@ -101,6 +101,7 @@ struct Service::OutgoingSocket : EpollTarget {
   int64_t backoff_ms = kRetryMinMs;
   std::string last_error;
   bool last_busy = false;              // the last try got a "busy" reply (last_error says so)
+  bool last_busy_relay = false;        // from a relay agent on the route, not the listener
   std::vector<uint8_t> relay_request;  // relayed: the request for this stream
   size_t relay_sent = 0;
   uint8_t relay_reply[4] = {};
@@ -119,6 +120,7 @@ struct Service::OutgoingState {
   uint64_t conn_id = 0;
   int64_t deadline_ms = 0;
   uint32_t busy_replies = 0;
+  uint32_t relay_busy_replies = 0;  // of them from relay agents (their pairs or pending caps)
   std::vector<std::unique_ptr<OutgoingSocket>> sockets;
   bool finished = false;  // failed, done or cancelled: removed after the current event batch
 };

@@ -882,9 +882,16 @@ void Agent::accept_requests(int fd) {
       uint8_t r[kRelayReplySize];
       encode_relay_reply(ReplyCode::kBusy, r);
       (void)!send(s.get(), r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+      // The usual cause is the descriptor limit the cap was sized from (pairs_for_fd_limit):
+      // a rank's process at ulimit -n 1024 relays 85 sockets, 17 TCP-relayed connections.
       warn_limited("busy",
                    "refused a relay request from " + format_endpoint(peer) + ": " +
-                       std::to_string(config_.max_pairs) + " relayed sockets are open",
+                       std::to_string(config_.max_pairs) +
+                       " relayed sockets are open, as many as this process carries (sized from "
+                       "its descriptor limit, 6 descriptors each; a TCP-relayed connection "
+                       "takes 1 + NCCL_MESH_TCP_STREAMS); answered busy, the connector retries. "
+                       "For more, raise the limit before the process starts (ulimit -n of the "
+                       "rank, LimitNOFILE= of nccl-mesh-relayd)",
                    monotonic_ms());
       continue;
     }

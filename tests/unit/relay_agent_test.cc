@@ -924,6 +924,37 @@ TEST(RelayAgentPendingCap, OneSourceFillsOnlyItsShareAndAnotherSourceIsStillServ
   agent.stop();
 }
 
+// The pairs cap (sized from the descriptor limit) answers busy, and its WARN says what the cap
+// comes from and how to raise it: the Soft-RoCE lane's relay host, a process at ulimit -n 1024
+// (85 pairs), could not carry 16 TCP-relayed connections each way (160 sockets), and nothing in
+// the logs named the descriptor limit.
+TEST(RelayAgentPendingCap, AFullPairsCapIsBusyAndItsWarnNamesTheDescriptorLimit) {
+  test::WarnCapture warns;
+  AgentConfig config = config_for(0, 2);  // 127.77.0.1/30
+  config.port = static_cast<uint16_t>(test_port() + 6);
+  config.max_pairs = 8;  // 2 pending per source: four sources fill it
+  Agent agent;
+  std::string why;
+  ASSERT_TRUE(agent.start(config, &why)) << why;
+  if (!agent.is_agent()) GTEST_SKIP() << "relay port " << config.port << " is taken on loopback";
+  const uint32_t self = *parse_ipv4("127.77.0.1");
+  std::vector<UniqueFd> held;
+  for (uint32_t source = 2; source <= 5; ++source) {
+    for (int i = 0; i < 2; ++i) held.push_back(connect_to(0x7F4D0000 + source, self, config.port));
+  }
+  for (auto& h : held) EXPECT_EQ(status_within(h.get(), 200), -2) << "a request within the cap";
+  UniqueFd over = connect_to(0x7F4D0006, self, config.port);
+  EXPECT_EQ(status_within(over.get(), 2000), static_cast<int>(ReplyCode::kBusy));
+  for (int i = 0; i < 100 && warns.containing("relayed sockets are open").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // logged just after the answer
+  const auto w = warns.containing("8 relayed sockets are open");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("descriptor limit"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("ulimit -n"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("LimitNOFILE="), std::string::npos) << w[0];
+  agent.stop();
+}
+
 // Review finding (relay hardening b): a registration over the local socket could name any
 // port, so a process allowed on the local socket could expose any local service (sshd) to
 // relay requests under a key of its choice. The agent now checks with a sock_diag dump that

@@ -172,6 +172,32 @@ TEST(RelayRefusalTransient, NoRouteYetIsRetriedUntilTheDeadline) {
   service.stop();
 }
 
+// A relay agent's "busy" (its relayed pairs, sized from its descriptor limit, are all in use, or
+// its share of pending requests from one address is full) was reported at the deadline as "the
+// peer's handshake port was saturated by unauthenticated connections": the Soft-RoCE lane's 16
+// connections over a TCP relay failed that way for the relay host's 85 pairs (ulimit -n 1024),
+// and the message sent the reader to the destination's log and NCCL_MESH_MAX_PENDING_HANDSHAKES.
+// It now names the relay's first hop and its descriptor limit.
+TEST(RelayRefusalTransient, ARelaysBusyIsRetriedAndNamedAtTheDeadline) {
+  FakeRelay fake(relay::ReplyCode::kBusy);
+  ASSERT_NE(fake.port(), 0);
+  Service service;
+  std::string why;
+  ASSERT_TRUE(service.start({Ipv4Prefix{kLoopback, 8}}, 0, 30000, 256, &why)) << why;
+  ConnectRequest req = relayed_request(fake.port());
+  req.timeout_ms = 1500;
+  std::shared_ptr<OutgoingConnect> c = service.start_connect(req);
+  ASSERT_EQ(wait_for(*c, 5000), ConnectStatus::kFailed);
+  EXPECT_GE(fake.requests(), 2);  // retried after each "busy"
+  EXPECT_NE(c->error.find("the relay agents on the route (first hop 127.0.0.1:" +
+                          std::to_string(fake.port()) + ") answered busy"),
+            std::string::npos)
+      << c->error;
+  EXPECT_NE(c->error.find("descriptor limit"), std::string::npos) << c->error;
+  EXPECT_EQ(c->error.find("unauthenticated"), std::string::npos) << c->error;
+  service.stop();
+}
+
 // Over a TCP relay the hello goes out with the relay request, not after the relay's "ok": the
 // agents splice it to the destination right behind the connect, so a relayed socket is not
 // left at the destination without its hello for a round trip (a burst of them from the relay
