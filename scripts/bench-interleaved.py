@@ -11,7 +11,8 @@ Arguments after -- go to every bench run (add -q; --json is set here). Each run'
 share of the machine's CPU time the hypervisor gave to other guests, /proc/stat) is printed;
 --max-steal PCT runs one again when it was higher (a shared cloud host's neighbours). Environment passes
 through (e.g. NCCL_MESH_TCP_IO_THREADS); --plugin-env NAME=VAR=VALUE sets a variable for one
-plugin's runs only (the same .so under two names compares settings). Exit status 1 if any run
+plugin's runs only (the same .so under two names compares settings), --plugin-args NAME=ARGS
+extra bench arguments for one plugin's runs (e.g. --tcp-spin). Exit status 1 if any run
 fails. With --pattern ring-allreduce or ring-traffic the tables are per rank count and size: plugin
 time and the bench's own plain-TCP ring time of the same run, and the median of their ratio:
 
@@ -119,6 +120,9 @@ def main():
     ap.add_argument("--plugin", action="append", required=True, help="NAME=PATH, twice or more")
     ap.add_argument("--plugin-env", action="append", default=[],
                     help="NAME=VAR=VALUE: set VAR only for that plugin's runs")
+    ap.add_argument("--plugin-args", action="append", default=[],
+                    help="NAME=ARGS: extra bench arguments (split on spaces) for that plugin's "
+                         "runs only, e.g. 'spin=--tcp-spin' to time the plain-TCP ring polling")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-running", type=int, default=0,
                     help="before each run wait (up to --gate-timeout s) until at most this many "
@@ -137,6 +141,10 @@ def main():
     for spec in opt.plugin_env:
         name, var, value = spec.split("=", 2)
         envs[name][var] = value
+    args = {name: [] for name, _ in plugins}
+    for spec in opt.plugin_args:
+        name, value = spec.split("=", 1)
+        args[name] += value.split()
     rows = []
     steal = {}
     failed = False
@@ -144,7 +152,7 @@ def main():
         for rnd in range(1, opt.rounds + 1):
             for name, path in plugins:
                 out = os.path.join(tmp, f"{name}-{rnd}.json")
-                cmd = [opt.bench, "--plugin", path, "--json", out] + extra
+                cmd = [opt.bench, "--plugin", path, "--json", out] + extra + args[name]
                 for attempt in range(1 + max(0, opt.steal_retries)):
                     load = wait_for_quiet(opt.max_running, opt.gate_timeout)
                     print(f"# round {rnd} {name} (load {load:.2f}): {' '.join(cmd)}",

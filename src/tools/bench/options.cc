@@ -200,6 +200,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   app.add_flag("--verify,!--no-verify", opt.verify,
                "Check every received byte (default on); a mismatch exits with code 2");
   app.add_flag("!--no-tcp-baseline", opt.tcp_baseline, "Skip the plain TCP comparison");
+  app.add_flag("--tcp-spin", opt.tcp_spin,
+               "ring patterns: the plain-TCP ring polls without blocking and yields when idle, "
+               "as NCCL's proxy thread drives its transports (default: it blocks in poll())");
   app.add_option("--duration", opt.duration,
                  "Seconds of continuous streaming of one size instead of a sweep")
       ->check(CLI::NonNegativeNumber);

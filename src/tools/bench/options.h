@@ -49,6 +49,9 @@ struct Options {
   int channels = 1;  // ring-traffic: connections per ring neighbour (NCCL's channels)
   bool verify = true;
   bool tcp_baseline = true;
+  // The plain-TCP ring polls its sockets without blocking and yields when idle, as NCCL's proxy
+  // thread drives every transport, Socket included (a diagnostic; by default it blocks in poll()).
+  bool tcp_spin = false;
   double duration = 0;
   double timeout = 60;
   double connect_delay = 0;  // fault tests: seconds between the handle exchange and connect()

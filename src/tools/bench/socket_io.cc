@@ -195,7 +195,7 @@ void recv_all(int fd, void* data, size_t len, Waiter& waiter) {
 }
 
 void exchange(int send_fd, const void* send_data, size_t send_len, int recv_fd, void* recv_data,
-              size_t recv_len, Waiter& waiter) {
+              size_t recv_len, Waiter& waiter, bool spin) {
   const auto* sp = static_cast<const uint8_t*>(send_data);
   auto* rp = static_cast<uint8_t*>(recv_data);
   while (send_len > 0 || recv_len > 0) {
@@ -209,7 +209,7 @@ void exchange(int send_fd, const void* send_data, size_t send_len, int recv_fd, 
       if (send_len > 0) p[n++] = pollfd{send_fd, POLLOUT, 0};
       if (recv_len > 0) p[n++] = pollfd{recv_fd, POLLIN, 0};
     }
-    const int ready = poll(p, n, 100);
+    const int ready = spin ? 0 : poll(p, n, 100);
     if (ready < 0 && errno != EINTR) throw setup_error(errno_text("poll"));
     bool moved = false;
     if (send_len > 0) {

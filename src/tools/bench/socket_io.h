@@ -50,9 +50,10 @@ void recv_all(int fd, void* data, size_t len, Waiter& waiter);
 
 // Sends one buffer and receives another at the same time (poll), for traffic in both directions
 // on one socket or two: blocking send() on both sides would deadlock once both socket buffers
-// are full. send_fd and recv_fd may be the same socket; lengths may be 0.
+// are full. send_fd and recv_fd may be the same socket; lengths may be 0. With `spin` it never
+// blocks: it tries both sockets and, when neither moved, yields (Waiter::idle).
 void exchange(int send_fd, const void* send_data, size_t send_len, int recv_fd, void* recv_data,
-              size_t recv_len, Waiter& waiter);
+              size_t recv_len, Waiter& waiter, bool spin = false);
 
 // True when the peer has closed the connection (EOF or error) - peeks, consumes nothing.
 bool peer_closed(int fd);

@@ -248,7 +248,8 @@ void tcp_ring_exchange(Context& ctx, int next, const void* send, size_t send_len
     return fmt::format("TCP ring step: {} B to rank {}, {} B from rank {}", send_len, next,
                        recv_len, prev);
   });
-  exchange(ctx.link(next).tcp.get(), send, send_len, ctx.link(prev).tcp.get(), recv, recv_len, w);
+  exchange(ctx.link(next).tcp.get(), send, send_len, ctx.link(prev).tcp.get(), recv, recv_len, w,
+           ctx.opt.tcp_spin);
 }
 
 }  // namespace mesh::bench
