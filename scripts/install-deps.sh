@@ -5,10 +5,11 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config clang libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
       libfmt-dev libibverbs-dev libssl-dev iproute2 iputils-ping nftables gnuplot-nox procps python3
-      dpkg-dev file lintian)
+      dpkg-dev file lintian strace)
 # libibverbs-dev: the verbs headers only; the plugin dlopens libibverbs.so.1 at run time.
 # dpkg-dev (dpkg-shlibdeps) and file: CPack's .deb (cpack -G DEB) computes the Depends field.
 # lintian: tests/install checks the .debs with it (no errors allowed).
+# strace: bench.local.syscalls_per_message counts the TCP data path's syscalls per message.
 # iputils-ping: netns.fault-lossy reports the RTT under load with ping (None without it).
 missing=()
 for p in "${pkgs[@]}"; do

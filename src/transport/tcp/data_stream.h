@@ -103,6 +103,8 @@ class DataStream {
   size_t done_ = 0;  // bytes of the head part already moved (sender: its header's first)
   // Receiver: bytes read from the socket ahead of the part or header that consumes them.
   static constexpr size_t kStageBytes = 4096;
+  // A first part up to this size (header included) is copied and sent with send() (send_part).
+  static constexpr size_t kSmallSendBytes = 4096;
   std::array<uint8_t, kStageBytes> stage_{};
   size_t stage_begin_ = 0;
   size_t stage_end_ = 0;

@@ -153,6 +153,7 @@ class TcpConnection final : public Connection {
   // eager_window_bytes (released by their clear-to-send, or by a later one that skips them).
   std::array<bool, NCCL_NET_MAX_REQUESTS> early_{};
   bool wants_credit(size_t size) const;
+  bool credit_due(size_t size) const;
   // Receiver: whether the sender asks for its clear-to-sends (sticky), the sequence number of
   // the next header proper, and asks read before their receive was posted.
   bool on_request_ = false;
