@@ -145,7 +145,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   if (!sender_) return ncclInternalError;
   if (failure_.failed()) return report_failure();
   std::lock_guard<std::mutex> lock(mu_);
-  // The clear-to-sends are read below, only when this message cannot go without them.
+  // The clear-to-sends are read below, only where they could change how this message goes.
   progress(/*read_records=*/false);
   if (failure_.failed()) return report_failure();
   // Like NCCL's IB transport: until the receiver has posted the matching receive, no payload
@@ -168,22 +168,21 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   bool on_window = false;
   // Behind a message that waits for its clear-to-send nothing goes early: headers and parts
   // leave in sequence order. The window is asked once per message (windows_have_room): after
-  // the records, only the bound is checked again (their charges may have come back).
-  auto decide = [&] {
+  // the records, a no is checked again only against the bound (their charges may have come back).
+  // `has_room`: the window already answered yes for this message (the records only return
+  // charges, so that answer stands).
+  auto decide = [&](bool has_room) {
     cleared = static_cast<int32_t>(cts_received_ - next_seq_) > 0;
     budgeted = !cleared && asks_waiting_ == 0 && may_send_eagerly(size);
-    on_window = !cleared && asks_waiting_ == 0 && !budgeted && windows_have_room(size, nparts);
+    on_window = !cleared && asks_waiting_ == 0 && !budgeted &&
+                (has_room || windows_have_room(size, nparts));
   };
-  decide();
+  decide(false);
   const bool early_now = budgeted || on_window;
   if ((!cleared && !early_now) || (early_now && cts_on_request_ && credit_due(size))) {
     progress_control(/*read_records=*/true);
     if (failure_.failed()) return report_failure();
-    const bool had_room = on_window;
-    decide();
-    // Its window room stands (the kernel's answer for this message; the records only return
-    // charges), unless it now goes cleared or on the budget.
-    on_window = on_window || (had_room && !cleared && !budgeted);
+    decide(on_window);
   }
   const bool ask = !cleared && !budgeted && !on_window && cts_on_request_ &&
                    next_seq_ - cts_received_ < static_cast<uint32_t>(early_.size());
@@ -296,20 +295,21 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
 // last: 3 of them exceed 1 MiB). The small eager_bytes budget is left out: on-request
 // connections also go on window room, so a full budget stops nothing, and the next
 // clear-to-send (credit, ask) returns it with the rest.
-bool TcpConnection::wants_credit(size_t size) const {
-  const uint64_t ahead = next_seq_ - cts_received_;
+bool TcpConnection::credit_rule(uint64_t ahead, uint64_t outstanding, size_t size) const {
   const uint64_t another = static_cast<uint64_t>(size) + kHeaderSize;
-  return ahead * 2 >= early_.size() ||
-         (window_outstanding_ + another) * 2 > options_.eager_window_bytes;
+  return ahead * 2 >= early_.size() || (outstanding + another) * 2 > options_.eager_window_bytes;
 }
 
-// Whether a message of `size` sent early now would ask for credit (wants_credit once it is
-// charged; counted as if it went on window room, the larger charge).
+// For a message already charged (its sequence number taken).
+bool TcpConnection::wants_credit(size_t size) const {
+  return credit_rule(next_seq_ - cts_received_, window_outstanding_, size);
+}
+
+// Whether a message of `size` sent early now would ask for credit: the same rule once it is
+// charged, counted as if it went on window room (the larger charge).
 bool TcpConnection::credit_due(size_t size) const {
-  const uint64_t ahead = next_seq_ + 1 - cts_received_;
-  const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
-  return ahead * 2 >= early_.size() ||
-         (window_outstanding_ + 2 * charge) * 2 > options_.eager_window_bytes;
+  return credit_rule(next_seq_ + 1 - cts_received_,
+                     window_outstanding_ + static_cast<uint64_t>(size) + kHeaderSize, size);
 }
 
 bool TcpConnection::may_send_eagerly(size_t size) const {

@@ -152,6 +152,7 @@ class TcpConnection final : public Connection {
   // Sender: which messages went before their clear-to-send and still charge eager_bytes or
   // eager_window_bytes (released by their clear-to-send, or by a later one that skips them).
   std::array<bool, NCCL_NET_MAX_REQUESTS> early_{};
+  bool credit_rule(uint64_t ahead, uint64_t outstanding, size_t size) const;
   bool wants_credit(size_t size) const;
   bool credit_due(size_t size) const;
   // Receiver: whether the sender asks for its clear-to-sends (sticky), the sequence number of
