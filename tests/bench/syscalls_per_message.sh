@@ -5,7 +5,10 @@
 # every recv() that finds nothing is CPU that NCCL's proxy thread takes from the copies. Before
 # the sender read the control socket only when a message needs its records, and irecv() stopped
 # looking for a header that test() looks for right after, there were 6.4 syscalls and 2.8
-# failed recv()s per message; now about 4.4 and 0.8-1.0 (measurements.md, thirteenth pass).
+# failed recv()s per message; then about 4.4 and 0.8-1.0 (measurements.md, thirteenth pass).
+# The receiver read its control socket for asks on every 8th irecv() and test() although no
+# message of this ring asks: 0.30 reads per message, all failed; it now reads them only on
+# every 8th test() that finds a header missing (fourteenth pass).
 # usage: syscalls_per_message.sh BENCH [PLUGIN]
 set -eu
 bench=$1
@@ -21,7 +24,7 @@ strace -ff -qq -e trace=recvfrom,sendmsg,getsockopt,ioctl -o "$dir/t" \
 grep -q "^# data verified: every received byte matched" "$dir/out"
 python3 - "$dir" <<'PY'
 import glob, re, sys
-calls = failed_recv = sends = 0
+calls = failed_recv = sends = ask_reads = 0
 for f in glob.glob(sys.argv[1] + "/t.*"):
     for line in open(f):
         m = re.match(r"(\w+)\(\d+, .*\) += (-?\d+)", line)
@@ -30,17 +33,26 @@ for f in glob.glob(sys.argv[1] + "/t.*"):
         calls += 1
         sends += m.group(1) == "sendmsg"  # header and payload together
         failed_recv += m.group(1) == "recvfrom" and int(m.group(2)) < 0
+        # The receiver's reads of its control socket: a buffer of 2 x 32 ask records of 16
+        # bytes (tcp_connection.h ask_in_); clear-to-sends are read into 32 x 16, data into 4 KiB
+        # stages or message buffers of 21.8 KiB here.
+        ask_reads += m.group(1) == "recvfrom" and ", 1024, " in line
 # 305 all-reduces x 3 ranks x 4 steps, one message each; a send the socket took only in part
 # adds a sendmsg() for the rest.
 messages = 305 * 12
 if sends < messages:
     sys.exit(f"{sends} sendmsg() calls traced for {messages} messages: the trace missed traffic")
-per, fail = calls / messages, failed_recv / messages
-print(f"{messages} messages, {sends} sendmsg(): {per:.2f} data-path syscalls and {fail:.2f} "
-      "failed recv() per message")
+per, fail, asks = calls / messages, failed_recv / messages, ask_reads / messages
+print(f"{messages} messages, {sends} sendmsg(): {per:.2f} data-path syscalls, {fail:.2f} "
+      f"failed recv() and {asks:.3f} reads for asks per message")
 # Between before (6.2-6.4 and 2.6-2.8, also with the other core busy) and now (4.4-5.1 and
 # 0.7-1.5): a failed recv() more per message than now is what the change took away.
 if per > 5.6 or fail > 1.8:
     sys.exit("more than 5.6 syscalls or 1.8 failed recv() per message (6.4 and 2.8 before the "
              "sender read clear-to-sends only when needed)")
+# No message of this ring asks for its clear-to-send: reads for asks come only from header
+# misses now (0.045 per message, 0.10-0.11 with the other core busy), 0.30-0.37 before.
+if asks > 0.2:
+    sys.exit(f"{asks:.3f} reads of the receiver's control socket for asks per message (more "
+             "than 0.2): it is read where no ask can be waiting")
 PY

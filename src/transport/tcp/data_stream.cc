@@ -25,8 +25,18 @@ size_t part_bytes(const Part& part) {
 
 }  // namespace
 
+DataStream::Guard::Guard(DataStream& s, bool wait) {
+  if (!s.shared_.load(std::memory_order_acquire)) return;
+  lock_ = std::unique_lock<std::mutex>(s.mu_, std::defer_lock);
+  if (wait) {
+    lock_.lock();
+  } else {
+    held_ = lock_.try_lock();
+  }
+}
+
 bool DataStream::push(const Part& part) {
-  std::lock_guard<std::mutex> lock(mu_);
+  const Guard guard(*this, /*wait=*/true);
   if (count_ == ring_.size() || !fd_.valid()) return false;
   ring_[(head_ + count_) % ring_.size()] = part;
   ++count_;
@@ -37,19 +47,19 @@ bool DataStream::push(const Part& part) {
 }
 
 bool DataStream::pump() {
-  std::lock_guard<std::mutex> lock(mu_);
+  const Guard guard(*this, /*wait=*/true);
   return pump_locked();
 }
 
 bool DataStream::try_pump() {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  return lock.owns_lock() && pump_locked();
+  const Guard guard(*this, /*wait=*/false);
+  return guard.held() && pump_locked();
 }
 
 ssize_t DataStream::read_header(uint8_t* dst, size_t want) {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  const Guard guard(*this, /*wait=*/false);
   // Parts still queued: their bytes come first on the stream; pump() moves them.
-  if (!lock.owns_lock() || count_ > 0 || !fd_.valid()) return 0;
+  if (!guard.held() || count_ > 0 || !fd_.valid()) return 0;
   if (ended_) return kEndOfStream;
   // Nothing of this header read yet (and nothing staged): an end of stream here is the sender's.
   const ssize_t n = receive(dst, want, /*may_end=*/want == kHeaderSize);
@@ -160,7 +170,7 @@ void DataStream::fail_io(ssize_t n, int err) {
 }
 
 void DataStream::close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  const Guard guard(*this, /*wait=*/true);
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
   fd_.reset();
   count_ = 0;

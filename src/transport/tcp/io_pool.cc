@@ -73,6 +73,7 @@ bool IoThread::start(std::string* why) {
 }
 
 void IoThread::attach(DataStream* stream) {
+  stream->mark_shared();  // before this thread can pump it (the list below)
   std::lock_guard<std::mutex> lock(list_mu_);
   // Edge-triggered: the thread is woken when the socket becomes readable (receiver) or gains
   // send space (sender) after a pump stopped at EAGAIN; queued parts wake it through notify().

@@ -262,13 +262,11 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
     asked_[i] = false;
     if (!queue_cts(r)) return report_failure();
   }
-  // Only the control socket here: asks every kAskPolls-th call (one failed recv() per posted
-  // receive was a third of the receiver's failed syscalls in a 4-rank 256 KiB ring), and the
-  // clear-to-sends. The headers and the data are moved by test(), which NCCL calls right after
-  // (its proxy tests every request in flight until it is done): a look at the header's stream
-  // here found nothing in most ring steps and was then repeated by the first test() (3 ranks,
-  // 64 KiB all-reduce: about one failed recv() per message).
-  if (++ask_polls_ % kAskPolls == 0) read_asks();
+  // Only the clear-to-sends here. The headers, the data and the asks are read by test(), which
+  // NCCL calls right after (its proxy tests every request in flight until it is done): a look
+  // at the header's stream here found nothing in most ring steps and was then repeated by the
+  // first test() (3 ranks, 64 KiB all-reduce: about one failed recv() per message), and an ask
+  // for this receive is read when its test() finds the header missing.
   flush_cts();  // failures are latched; test() reports them
   *request = r;
   return ncclSuccess;
@@ -468,8 +466,8 @@ void TcpConnection::pump_data() {
 // Sender: reads clear-to-sends, writes asks, and retires the messages whose header is queued on
 // its stream. Receiver: writes clear-to-sends, reads asks, and reads the headers of posted
 // receives in sequence order. `read_records` false skips the read of the control socket (the
-// sender's isend has just read it; the receiver's test() reads asks only every kAskPolls-th
-// time, below).
+// sender's isend has just read it; the receiver's test() reads asks itself, on every
+// kAskPolls-th call that finds a header missing).
 void TcpConnection::progress_control(bool read_records) {
   if (sender_) {
     if (read_records && !read_cts()) return;
@@ -760,11 +758,21 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) != 0 &&
       !failure_.failed()) {
     pump_data();
+  } else if (sender_) {
+    progress(/*read_records=*/true);
   } else {
-    // A receiver waiting for a header polls its stream on every call and the asks on the
-    // control socket every kAskPolls-th (with irecv's calls): an ask is answered within a few
-    // calls, and a poll that finds nothing costs one failed recv(), not two.
-    progress(sender_ || ++ask_polls_ % kAskPolls == 0);
+    // A receiver waiting for a header polls its stream on every call, and the asks on the
+    // control socket only on every kAskPolls-th call that still finds a header missing: a
+    // message asks only while its header waits for the clear-to-send, so a call that read the
+    // header has no ask to answer for it, and most messages never ask (they go on the eager
+    // budget or on window room). Reading the asks on every kAskPolls-th call and irecv() was
+    // 0.27-0.34 failed recv() per message on a control socket that carried no ask at all (3
+    // ranks, 1 KiB and 256 KiB all-reduce, strace). An ask is still answered within a few
+    // calls of the receive that waits for it.
+    progress(/*read_records=*/false);
+    if (!r->control_done && !failure_.failed() && ++ask_polls_ % kAskPolls == 0 && read_asks()) {
+      flush_cts();  // the clear-to-sends the asks just queued
+    }
   }
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0) {
     *done = 1;

@@ -181,7 +181,7 @@ class TcpConnection final : public Connection {
   uint32_t window_asked_seq_ = 0;
 
   // Receiver: ask records read from the control socket (a partial one kept for the next read),
-  // whether the sender has closed it, and the test() calls since asks were last read.
+  // whether the sender has closed it, and the test() calls that found a header missing.
   std::array<uint8_t, 2 * NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_in_{};
   size_t ask_in_len_ = 0;
   bool control_eof_ = false;
