@@ -9,6 +9,13 @@
 # The receiver read its control socket for asks on every 8th irecv() and test() although no
 # message of this ring asks: 0.30 reads per message, all failed; it now reads them only on
 # every 8th test() that finds a header missing (fourteenth pass).
+# A second run, at 256 KiB (87 KiB steps, each on window room), counts what the eager-send check
+# and the credits cost: the window check read the socket's queue (SIOCOUTQ) as well as TCP_INFO
+# for every ask, 0.25-0.44 ioctl() per message; a calibrated window edge reads TCP_INFO alone
+# (peer_window.h), so none are left. And a sender whose message would ask for credit read its
+# control socket first although no clear-to-send could be on its way: 0.23-0.24 failed reads per
+# message here (0.34-0.35 with sendto traced too); with those reads only where a record was asked
+# for, 0.04-0.05 (0.17-0.18) (measurements.md, sixteenth pass).
 # usage: syscalls_per_message.sh BENCH [PLUGIN]
 set -eu
 bench=$1
@@ -55,4 +62,34 @@ if per > 5.6 or fail > 1.8:
 if asks > 0.2:
     sys.exit(f"{asks:.3f} reads of the receiver's control socket for asks per message (more "
              "than 0.2): it is read where no ask can be waiting")
+PY
+# shellcheck disable=SC2086
+strace -ff -qq -e trace=recvfrom,sendmsg,ioctl -o "$dir/w" \
+  $pin "$bench" ${plugin:+--plugin "$plugin"} --nranks 3 --pattern ring-allreduce --sizes 256K \
+  --iters 300 --warmup 5 --no-tcp-baseline --quiet --timeout 60 >"$dir/out"
+grep -q "^# data verified: every received byte matched" "$dir/out"
+python3 - "$dir" <<'PY'
+import glob, re, sys
+sends = window_queue = failed_cts = 0
+for f in glob.glob(sys.argv[1] + "/w.*"):
+    for line in open(f):
+        m = re.match(r"(\w+)\(\d+, (.*)\) += (-?\d+)", line)
+        if not m:
+            continue
+        sends += m.group(1) == "sendmsg"
+        window_queue += m.group(1) == "ioctl" and "OUTQ" in m.group(2)
+        # The sender reads clear-to-sends into 32 x 16 bytes (tcp_connection.h cts_in_).
+        failed_cts += m.group(1) == "recvfrom" and ", 512, " in line and int(m.group(3)) < 0
+messages = 305 * 12
+if sends < messages:
+    sys.exit(f"{sends} sendmsg() calls traced for {messages} messages: the trace missed traffic")
+queue, cts = window_queue / messages, failed_cts / messages
+print(f"256 KiB: {messages} messages, {queue:.3f} SIOCOUTQ and {cts:.3f} failed reads of the "
+      f"sender's control socket per message")
+if queue > 0.05:
+    sys.exit(f"{queue:.3f} SIOCOUTQ per message: the window check still reads the socket's queue "
+             "(0.25-0.44 before the window edge learnt its offset)")
+if cts > 0.2:
+    sys.exit(f"{cts:.3f} failed reads of the sender's control socket per message: it reads for "
+             "clear-to-sends nobody asked for (0.23-0.24 before, 0.04-0.05 after)")
 PY

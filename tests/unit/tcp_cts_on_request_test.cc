@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <linux/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -100,6 +101,22 @@ HalfRaw half_raw(bool sender, const TcpOptions& o) {
   s.local = "test";
   h.conn = std::make_unique<TcpConnection>(sender, std::move(s), o);
   return h;
+}
+
+// Message 0 from the raw sender, the first with kFlagOnRequest: before it the receiver sends one
+// clear-to-send per posted receive (read off the control socket here), after it only those asked
+// for.
+void first_message_on_request(HalfRaw& h) {
+  uint8_t c[kCtsSize];
+  std::vector<uint8_t> b0(4096);
+  void* r0 = post_recv(*h.conn, b0);
+  ASSERT_TRUE(read_exact(h.control.get(), c, sizeof(c)));
+  EXPECT_EQ(decode_cts(c).seq, 0u);
+  EXPECT_EQ(decode_cts(c).capacity, 4096u);
+  auto p0 = pattern(100, 1);
+  ASSERT_NO_FATAL_FAILURE(write_header(h.data.get(), {0, kFlagOnRequest, 1, 100}, p0));
+  ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r0));
+  EXPECT_TRUE(std::equal(p0.begin(), p0.end(), b0.begin()));
 }
 
 // A 1 KiB send, which goes at once within the eager budget, then a 4 MiB one beyond the 1 MiB
@@ -320,16 +337,7 @@ TEST(TcpCtsOnRequest, TheReceiverAnswersAsksAndCreditsOnly) {
   const int ctl = h.control.get();
   const int data = h.data.get();
   uint8_t c[kCtsSize];
-  // Before the sender's first on-request record: one clear-to-send per posted receive.
-  std::vector<uint8_t> b0(4096);
-  void* r0 = post_recv(*h.conn, b0);
-  ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
-  EXPECT_EQ(decode_cts(c).seq, 0u);
-  EXPECT_EQ(decode_cts(c).capacity, 4096u);
-  auto p0 = pattern(100, 1);
-  ASSERT_NO_FATAL_FAILURE(write_header(data, {0, kFlagOnRequest, 1, 100}, p0));
-  ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r0));
-  EXPECT_TRUE(std::equal(p0.begin(), p0.end(), b0.begin()));
+  ASSERT_NO_FATAL_FAILURE(first_message_on_request(h));
   // After it: none for a plain receive...
   std::vector<uint8_t> b1(4096);
   void* r1 = post_recv(*h.conn, b1);
@@ -377,6 +385,107 @@ TEST(TcpCtsOnRequest, TheReceiverAnswersAsksAndCreditsOnly) {
   EXPECT_EQ(decode_cts(c).capacity, b5.size());
   EXPECT_FALSE(test_once(*h.conn, r4));
   EXPECT_FALSE(test_once(*h.conn, r5));
+}
+
+// The receiver reads its control socket for asks once kAskPolls (8) test() calls found a header
+// missing since the last header arrived. A flow whose every header arrives after one missed poll
+// never reads it, however many messages it carries (counted across messages it read every 8th
+// miss: 0.04-0.10 failed reads per message in a 3-rank ring); a header that stays missing has
+// its ask read within 8 calls. The test sees the reads through a malformed ask planted on the
+// control socket, which fails the receiver as soon as it is read.
+TEST(TcpCtsOnRequest, TheReceiverReadsAsksOnlyAfterEightPollsWithoutAHeader) {
+  SKIP_WITHOUT_WINDOWS();
+  HalfRaw h = half_raw(/*sender=*/false, options(1024 * 1024));
+  const int ctl = h.control.get();
+  const int data = h.data.get();
+  ASSERT_NO_FATAL_FAILURE(first_message_on_request(h));
+  // Flags 0: no ask. Read, it fails the connection ("malformed ask").
+  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {7, 0, 0, 8}));
+  constexpr int kMessages = 24;  // three times kAskPolls misses, one per message
+  for (uint32_t seq = 1; seq <= kMessages; ++seq) {
+    std::vector<uint8_t> b(4096);
+    void* r = post_recv(*h.conn, b);
+    ASSERT_FALSE(test_once(*h.conn, r)) << "message " << seq << ": done before it was sent";
+    auto p = pattern(200, static_cast<uint8_t>(seq));
+    ASSERT_NO_FATAL_FAILURE(write_header(data, {seq, kFlagOnRequest, 1, 200}, p));
+    ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r))
+        << "message " << seq << ": the receiver read its control socket although each header "
+        << "arrived after one missed poll";
+    ASSERT_TRUE(std::equal(p.begin(), p.end(), b.begin())) << "message " << seq;
+  }
+  // A header that stays missing: within 8 calls the receiver reads the asks (and here fails).
+  std::vector<uint8_t> b(4096);
+  void* r = post_recv(*h.conn, b);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the planted record is there
+  ncclResult_t rc = ncclSuccess;
+  int calls = 0;
+  while (rc == ncclSuccess && calls < 8) {
+    int done = 0;
+    rc = h.conn->test(static_cast<RequestHeader*>(r), &done, nullptr);
+    ++calls;
+    EXPECT_EQ(done, 0);
+  }
+  EXPECT_EQ(rc, ncclRemoteError) << "8 calls without a header and the asks were not read";
+}
+
+// Before a message that would ask for credit the sender reads its control socket, since a record
+// there returns charges and may spare the ask; but only where one can be on its way (a credit or
+// ask of its own unanswered, the first request window, a receiver that sends them unasked).
+// With every credit answered and read that read could only fail: 0.23-0.35 failed recv() per
+// message in a 3-rank 256 KiB ring. The test plays the receiver on the raw sockets, answering
+// each credit as TcpConnection does, then plants a malformed record once the sender has read
+// every answer: the next message that wants credit must go without reading it (its isend
+// succeeds and its header asks for credit), and the one after, whose credit is unanswered,
+// reads it and fails.
+TEST(TcpCtsOnRequest, TheSenderReadsForCreditOnlyWhereARecordCanBeOnItsWay) {
+  SKIP_WITHOUT_WINDOWS();
+  handshake::ConnectedSockets s;
+  UniqueFd ctl, data, a;
+  tcp_pair(&s.control, &ctl);
+  const int sender_ctl = s.control.get();  // owned by the connection, read here with FIONREAD
+  tcp_pair(&a, &data);
+  s.data.push_back(std::move(a));
+  s.peer = "raw receiver";
+  s.local = "test";
+  TcpConnection conn(/*sender=*/true, std::move(s), options(1024 * 1024));
+  auto msg = pattern(1024, 9);  // within the 64 KiB eager budget: every message goes at once
+  bool planted = false;
+  int credits_after = 0;  // messages that asked for credit after the planted record
+  for (uint32_t seq = 0; seq < 400; ++seq) {
+    void* req = nullptr;
+    const ncclResult_t rc = conn.isend(msg.data(), msg.size(), 0, nullptr, &req);
+    if (planted && rc != ncclSuccess) {
+      EXPECT_EQ(rc, ncclRemoteError);
+      EXPECT_EQ(credits_after, 1)
+          << "the sender read its control socket before a message that wanted credit although "
+             "every credit it had asked for was answered and read";
+      return;
+    }
+    ASSERT_EQ(rc, ncclSuccess) << "message " << seq;
+    ASSERT_NE(req, nullptr) << "message " << seq << " did not go on the eager budget";
+    ASSERT_EQ(ncclSuccess, wait_done(conn, req)) << "message " << seq;
+    uint8_t hb[kHeaderSize];
+    ASSERT_TRUE(read_exact(data.get(), hb, sizeof(hb))) << "message " << seq;
+    const MessageHeader h = decode_header(hb);
+    ASSERT_EQ(h.seq, seq);
+    std::vector<uint8_t> got(msg.size());
+    ASSERT_TRUE(read_exact(data.get(), got.data(), got.size())) << "message " << seq;
+    const bool credit = (h.flags & kFlagCredit) != 0;
+    if (credit && planted) ++credits_after;
+    // The receiver's answer to a credit: its clear-to-send (it skips the earlier messages,
+    // which all went before theirs).
+    if (credit && !planted) {
+      ASSERT_NO_FATAL_FAILURE(write_cts(ctl.get(), {seq, 0, 4096}));
+    }
+    int unread = -1;
+    ASSERT_EQ(ioctl(sender_ctl, FIONREAD, &unread), 0);
+    if (!planted && !credit && seq >= 2 * NCCL_NET_MAX_REQUESTS && unread == 0) {
+      ASSERT_NO_FATAL_FAILURE(write_cts(ctl.get(), {seq, 1, 4096}));  // reserved 1: malformed
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));     // there before the next
+      planted = true;
+    }
+  }
+  FAIL() << (planted ? "the planted record was never read" : "the sender never read an answer");
 }
 
 TEST(TcpCtsOnRequest, AsksOutsideTheRequestWindowOrTwiceFailTheReceiver) {

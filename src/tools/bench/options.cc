@@ -203,6 +203,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   app.add_flag("--tcp-spin", opt.tcp_spin,
                "ring patterns: the plain-TCP ring polls without blocking and yields when idle, "
                "as NCCL's proxy thread drives its transports (default: it blocks in poll())");
+  app.add_flag("--tcp-only", opt.tcp_only,
+               "ring patterns: time only the plain-TCP ring, not the plugin's (one transport per "
+               "run, for a profile or a syscall count; --no-tcp-baseline is the other half)");
   app.add_option("--duration", opt.duration,
                  "Seconds of continuous streaming of one size instead of a sweep")
       ->check(CLI::NonNegativeNumber);
@@ -276,6 +279,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   if (is_gin_pattern(opt.pattern) && opt.bidir) {
     return fail(
         fmt::format("{} measures one direction at a time: drop --bidir", opt.pattern_name()));
+  }
+  if (opt.tcp_only && (!is_ring_pattern(opt.pattern) || !opt.tcp_baseline)) {
+    return fail("--tcp-only times the plain-TCP ring of a ring pattern: drop --no-tcp-baseline");
   }
   if (is_ring_pattern(opt.pattern)) {
     std::vector<uint64_t> kept;

@@ -52,6 +52,9 @@ struct Options {
   // The plain-TCP ring polls its sockets without blocking and yields when idle, as NCCL's proxy
   // thread drives every transport, Socket included (a diagnostic; by default it blocks in poll()).
   bool tcp_spin = false;
+  // Ring patterns: time only the plain-TCP ring, so that a profile or a syscall count of the run
+  // sees one transport (a diagnostic; --no-tcp-baseline is the other half).
+  bool tcp_only = false;
   double duration = 0;
   double timeout = 60;
   double connect_delay = 0;  // fault tests: seconds between the handle exchange and connect()

@@ -495,6 +495,7 @@ std::vector<Row> run_ring(Context& ctx) {
     row.window = opt.window;
     const auto size_start = Clock::now();
     for (auto& t : transports) {
+      if (opt.tcp_only && std::string(t->name()) == "plugin") continue;  // its connections stay up
       // Warm-up: fresh input each time, every result checked.
       for (int i = 0; i < plan.warmup; ++i) {
         ++round;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "transport/tcp/tcp_connection.h"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -47,6 +48,27 @@ bool take_records(uint8_t* buf, size_t* len, size_t record, Apply apply) {
   return true;
 }
 
+// The cables a connection's data sockets ride: their distinct local addresses (every cable is
+// its own interface; a Spark's port halves are two). A socket whose address cannot be read counts
+// as a cable of its own, so that a message is never split over fewer cables than before.
+size_t count_cables(const std::vector<UniqueFd>& data) {
+  std::vector<uint32_t> seen;
+  size_t unknown = 0;
+  for (const UniqueFd& fd : data) {
+    sockaddr_in sa{};
+    socklen_t len = sizeof(sa);
+    if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0 ||
+        sa.sin_family != AF_INET) {
+      ++unknown;
+      continue;
+    }
+    if (std::find(seen.begin(), seen.end(), sa.sin_addr.s_addr) == seen.end()) {
+      seen.push_back(sa.sin_addr.s_addr);
+    }
+  }
+  return std::max<size_t>(1, seen.size() + unknown);
+}
+
 }  // namespace
 
 TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
@@ -59,6 +81,7 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
       control_(std::move(sockets.control)) {
   set_nonblocking(control_.get(), true);
   set_tcp_options(control_.get(), options_.user_timeout_ms);
+  cables_ = count_cables(sockets.data);
   int index = 0;
   for (UniqueFd& fd : sockets.data) {
     set_tcp_options(fd.get(), options_.user_timeout_ms);
@@ -152,9 +175,16 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   // byte is parked in the socket; except for messages the receiver's socket buffers hold
   // whenever it posts (eager, below). Without its clear-to-send a message either waits ("retry
   // later": NULL request) or, with clear-to-sends on request, asks for it and waits in flight.
-  // At least one part: the header travels in front of the first (wire.h).
-  uint32_t nparts = std::max<uint32_t>(
-      1, choose_parts(size, streams_.size(), options_.min_chunk, options_.inline_bytes));
+  // At least one part: the header travels in front of the first (wire.h). Parts spread a
+  // message over the data streams so that I/O threads copy them in parallel; without a pool
+  // NCCL's thread copies every part itself, one after the other, so a message is split only over
+  // the cables (their NICs move the parts in parallel): a second part on the same cable bought
+  // nothing but its own sendmsg and recv (3 ranks, 1-4 MiB all-reduce on 2 cores: 5-14% of the
+  // plugin's time, measurements.md sixteenth pass). Consecutive streams ride consecutive
+  // cables (plan_data_streams), so the parts land on distinct ones.
+  const size_t spread = owners_.empty() ? std::min(cables_, streams_.size()) : streams_.size();
+  uint32_t nparts =
+      std::max<uint32_t>(1, choose_parts(size, spread, options_.min_chunk, options_.inline_bytes));
   // The clear-to-sends are read only when they could change how this message goes: it cannot
   // go yet (not cleared, no eager budget, no window room), or going early it would ask for
   // credit. Most ring and pipeline messages go early and a clear-to-send comes back only for some
@@ -179,7 +209,12 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   };
   decide(false);
   const bool early_now = budgeted || on_window;
-  if ((!cleared && !early_now) || (early_now && cts_on_request_ && credit_due(size))) {
+  // Going early, a message that would ask for credit reads the records first only if one can
+  // be there: a record returns charges and may spare it the ask. Where none was asked for and
+  // the receiver sends none unasked, that read could only fail (3 ranks, 256 KiB all-reduce:
+  // 0.35 failed reads per message, a syscall each).
+  if ((!cleared && !early_now) ||
+      (early_now && cts_on_request_ && credit_due(size) && cts_may_wait())) {
     progress_control(/*read_records=*/true);
     if (failure_.failed()) return report_failure();
     decide(on_window);
@@ -193,6 +228,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
+  if (next_seq_ >= static_cast<uint32_t>(early_.size())) first_window_ = false;
   const bool early = budgeted || on_window;
   if (early) {
     const size_t i = r->seq % early_.size();
@@ -204,6 +240,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   uint16_t flags = 0;
   if (cts_on_request_) flags |= kFlagOnRequest;
   if (early && cts_on_request_ && wants_credit(size)) flags |= kFlagCredit;
+  if ((flags & kFlagCredit) != 0 || ask) requested_end_ = r->seq + 1;
   MessageHeader h{r->seq, flags, static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
   r->nparts = static_cast<uint16_t>(nparts);
@@ -310,6 +347,10 @@ bool TcpConnection::credit_due(size_t size) const {
                      window_outstanding_ + static_cast<uint64_t>(size) + kHeaderSize, size);
 }
 
+bool TcpConnection::cts_may_wait() const {
+  return unasked_cts_ || first_window_ || static_cast<int32_t>(requested_end_ - cts_received_) > 0;
+}
+
 bool TcpConnection::may_send_eagerly(size_t size) const {
   const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
   return options_.eager_bytes > 0 && charge <= options_.eager_bytes &&
@@ -349,17 +390,20 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
     const uint64_t unmoved = s.unmoved_bytes();
     const uint64_t sent = s.pushed_bytes() - unmoved;
     const uint64_t need = part_range(size, nparts, i).length + (i == 0 ? kHeaderSize : 0) + unmoved;
-    if (!socket_has_room(stream_edges_[k], s.fd(), sent, need)) return false;
+    if (!socket_has_room(stream_edges_[k], s.fd(), sent, need, unmoved == 0)) return false;
   }
   return true;
 }
 
 // `need` more bytes after the `sent` the socket has taken: within the edge remembered from an
 // earlier answer, no syscall; otherwise the kernel is asked again (peer_window.h WindowEdge).
-bool TcpConnection::socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need) {
+// `exact`: nothing of the stream is queued, so no I/O thread can move a byte while the kernel is
+// asked and `sent` is all the socket took (WindowEdge may then learn its offset).
+bool TcpConnection::socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need,
+                                    bool exact) {
   if (edge.covers(sent, need)) return true;
   uint64_t room = 0;
-  if (!edge.measure(fd, sent, &room)) {
+  if (!edge.measure(fd, sent, &room, exact)) {
     window_known_ = false;  // not TCP (a test's socketpair) or an old kernel: ask no more
     return false;
   }
@@ -466,8 +510,8 @@ void TcpConnection::pump_data() {
 // Sender: reads clear-to-sends, writes asks, and retires the messages whose header is queued on
 // its stream. Receiver: writes clear-to-sends, reads asks, and reads the headers of posted
 // receives in sequence order. `read_records` false skips the read of the control socket (the
-// sender's isend has just read it; the receiver's test() reads asks itself, on every
-// kAskPolls-th call that finds a header missing).
+// sender's isend has just read it; the receiver's test() reads asks itself, once kAskPolls
+// calls found a header missing since the last header arrived).
 void TcpConnection::progress_control(bool read_records) {
   if (sender_) {
     if (read_records && !read_cts()) return;
@@ -594,6 +638,12 @@ bool TcpConnection::apply_cts(const ClearToSend& c) {
   } else {
     cts_capacity_[c.seq % cts_capacity_.size()] = c.capacity;
   }
+  // A record past the first request window for a message that asked for nothing: the receiver
+  // sends them unasked (large buffers), so one may be waiting at any time.
+  if (!first_window_ && static_cast<int32_t>(c.seq - requested_end_) >= 0 &&
+      c.seq >= static_cast<uint32_t>(early_.size())) {
+    unasked_cts_ = true;
+  }
   cts_received_ = c.seq + 1;
   return true;
 }
@@ -670,6 +720,7 @@ bool TcpConnection::progress_recv(Request* r) {
   }
   r->size = h.size;
   ++rx_next_header_;
+  ask_polls_ = 0;  // test(): asks are read only after kAskPolls calls without a header
   if ((h.flags & kFlagCredit) != 0 && !r->cts_sent && !queue_cts(r)) return false;
   return start_parts(r, h.nparts);
 }
@@ -762,16 +813,21 @@ ncclResult_t TcpConnection::test(RequestHeader* request, int* done, int* sizes) 
     progress(/*read_records=*/true);
   } else {
     // A receiver waiting for a header polls its stream on every call, and the asks on the
-    // control socket only on every kAskPolls-th call that still finds a header missing: a
+    // control socket only once kAskPolls calls found a header missing: a
     // message asks only while its header waits for the clear-to-send, so a call that read the
     // header has no ask to answer for it, and most messages never ask (they go on the eager
     // budget or on window room). Reading the asks on every kAskPolls-th call and irecv() was
     // 0.27-0.34 failed recv() per message on a control socket that carried no ask at all (3
-    // ranks, 1 KiB and 256 KiB all-reduce, strace). An ask is still answered within a few
-    // calls of the receive that waits for it.
+    // ranks, 1 KiB and 256 KiB all-reduce, strace). The calls are counted since the last header
+    // arrived (progress_recv resets the count): a message that asked holds back its own header
+    // and every later one (sequence order), so its ask is read within kAskPolls calls of the
+    // last header before it, while a ring whose headers arrive within a few polls each never
+    // reads the control socket (counted across messages, 0.09-0.10 failed reads per message,
+    // 3 ranks, 64 KiB-1 MiB).
     progress(/*read_records=*/false);
-    if (!r->control_done && !failure_.failed() && ++ask_polls_ % kAskPolls == 0 && read_asks()) {
-      flush_cts();  // the clear-to-sends the asks just queued
+    if (!r->control_done && !failure_.failed() && ++ask_polls_ >= kAskPolls) {
+      ask_polls_ = 0;
+      if (read_asks()) flush_cts();  // the clear-to-sends the asks just queued
     }
   }
   if (r->control_done && r->parts_pending.load(std::memory_order_acquire) == 0) {

@@ -106,6 +106,7 @@ class TcpConnection final : public Connection {
   std::string local_;
   UniqueFd control_;
   std::vector<std::unique_ptr<DataStream>> streams_;
+  size_t cables_ = 1;  // distinct local addresses of the data streams (isend's part count)
   std::vector<IoThread*> owners_;  // the I/O thread of each stream (empty without a pool)
   // With a pool: streams that carry a one-part message, which the caller moves (pump_data).
   std::vector<bool> assisted_;
@@ -152,6 +153,17 @@ class TcpConnection final : public Connection {
   // Sender: which messages went before their clear-to-send and still charge eager_bytes or
   // eager_window_bytes (released by their clear-to-send, or by a later one that skips them).
   std::array<bool, NCCL_NET_MAX_REQUESTS> early_{};
+  // Sender, clear-to-sends on request: what can bring a record (isend reads the control socket
+  // for one only then). One past the last message that asked for its clear-to-send or credit
+  // (an ask, kFlagCredit); whether the receiver also sends them unasked (for a buffer over a
+  // quarter of its NCCL_MESH_TCP_EAGER_WINDOW, irecv: a record for a message past the first
+  // request window that nobody asked for); and whether the first request window is still open
+  // (the receiver sends one per posted receive until it reads the first on-request header,
+  // which it reads before it can post a receive past that window).
+  uint32_t requested_end_ = 0;
+  bool unasked_cts_ = false;
+  bool first_window_ = true;
+  bool cts_may_wait() const;
   bool credit_rule(uint64_t ahead, uint64_t outstanding, size_t size) const;
   bool wants_credit(size_t size) const;
   bool credit_due(size_t size) const;
@@ -170,7 +182,7 @@ class TcpConnection final : public Connection {
   // syscalls and NCCL retries isend in a tight loop; the clear-to-send follows anyway), and
   // never again once the kernel could not answer.
   bool windows_have_room(size_t size, uint32_t nparts);
-  bool socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need);
+  bool socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need, bool exact);
   uint64_t window_outstanding_ = 0;
   std::array<bool, NCCL_NET_MAX_REQUESTS> on_window_{};
   bool window_known_ = true;
@@ -181,7 +193,8 @@ class TcpConnection final : public Connection {
   uint32_t window_asked_seq_ = 0;
 
   // Receiver: ask records read from the control socket (a partial one kept for the next read),
-  // whether the sender has closed it, and the test() calls that found a header missing.
+  // whether the sender has closed it, and the test() calls that found a header missing since
+  // the last header was read.
   std::array<uint8_t, 2 * NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_in_{};
   size_t ask_in_len_ = 0;
   bool control_eof_ = false;
