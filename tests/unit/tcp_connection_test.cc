@@ -6,12 +6,9 @@
 // each handed to its own receive, a large one-part payload read straight into its buffer).
 #include <dirent.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -20,10 +17,7 @@
 #include <vector>
 
 #include "tcp_test_requests.h"
-#include "transport/tcp/chunking.h"
 #include "transport/tcp/tcp_connection.h"
-#include "transport/tcp/wire.h"
-#include "util/socket_util.h"
 
 namespace mesh::tcp {
 namespace {
@@ -274,100 +268,6 @@ void exchange_mixed(const TcpOptions& opt) {
 
 TEST(TcpStagedReceive, LargeMessagesStayInOrderWithSmallOnes) {
   exchange_mixed(options(64 * 1024));
-}
-
-// A loopback TCP connection whose connecting end `a` is bound to `local` (host order, 127/8).
-void tcp_pair_from(uint32_t local, UniqueFd* a, UniqueFd* b) {
-  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ASSERT_TRUE(listener.valid());
-  sockaddr_in addr = make_sockaddr(0x7f000001, 0);
-  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listener.get(), 1), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  a->reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in from = make_sockaddr(local, 0);
-  ASSERT_EQ(bind(a->get(), reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
-  ASSERT_EQ(connect(a->get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  b->reset(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  ASSERT_TRUE(b->valid());
-}
-
-// The part count of a 1 MiB message from a sender with four data streams over `cables` cables
-// (stream i from local address 127.0.0.(1 + i mod cables), as plan_data_streams lays rails out),
-// read from the header the test receives on the raw sockets; every byte checked on the socket
-// its part names.
-uint16_t parts_of_a_large_message(size_t cables, size_t io_threads) {
-  constexpr size_t kStreams = 4;
-  constexpr size_t kSize = 1 << 20;
-  handshake::ConnectedSockets s;
-  UniqueFd ctl;
-  std::vector<UniqueFd> raw(kStreams);
-  tcp_pair_from(0x7f000001, &s.control, &ctl);
-  for (size_t i = 0; i < kStreams; ++i) {
-    UniqueFd a;
-    tcp_pair_from(0x7f000001 + static_cast<uint32_t>(i % cables), &a, &raw[i]);
-    s.data.push_back(std::move(a));
-  }
-  s.peer = "raw receiver";
-  s.local = "test";
-  TcpOptions o = options(2 * kSize);  // goes on the eager budget: no clear-to-send needed
-  o.io_threads = io_threads;
-  TcpConnection conn(/*sender=*/true, std::move(s), o);
-  auto msg = pattern(kSize, 5);
-  void* req = nullptr;
-  EXPECT_EQ(conn.isend(msg.data(), msg.size(), 0, nullptr, &req), ncclSuccess);
-  EXPECT_NE(req, nullptr);
-  if (req == nullptr) return 0;
-  // Drain every raw socket while the sender moves its parts (the caller's test(), or the pool).
-  std::vector<std::vector<uint8_t>> got(kStreams);
-  bool done = false;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  size_t total = 0;
-  while ((!done || total < kSize + kHeaderSize) && Clock::now() < deadline) {
-    if (!done) {
-      int d = 0;
-      EXPECT_EQ(conn.test(static_cast<RequestHeader*>(req), &d, nullptr), ncclSuccess);
-      done = d != 0;
-    }
-    for (size_t i = 0; i < kStreams; ++i) {
-      uint8_t buf[65536];
-      const ssize_t n = recv(raw[i].get(), buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) {
-        got[i].insert(got[i].end(), buf, buf + n);
-        total += static_cast<size_t>(n);
-      }
-    }
-  }
-  EXPECT_TRUE(done) << "the send did not complete";
-  EXPECT_GE(got[0].size(), kHeaderSize);
-  if (got[0].size() < kHeaderSize) return 0;
-  const MessageHeader h = decode_header(got[0].data());
-  EXPECT_EQ(h.size, kSize);
-  // Part i on stream i (the first message starts at stream 0), the header in front of part 0.
-  for (uint32_t i = 0; i < h.nparts && i < kStreams; ++i) {
-    const PartRange r = part_range(kSize, h.nparts, i);
-    const size_t skip = i == 0 ? kHeaderSize : 0;
-    EXPECT_EQ(got[i].size(), skip + r.length) << "stream " << i;
-    if (got[i].size() != skip + r.length) continue;
-    EXPECT_TRUE(std::equal(got[i].begin() + static_cast<std::ptrdiff_t>(skip), got[i].end(),
-                           msg.begin() + static_cast<std::ptrdiff_t>(r.offset)))
-        << "stream " << i;
-  }
-  return h.nparts;
-}
-
-// With I/O threads a large message is split over all data streams (the threads copy the parts
-// in parallel); without them NCCL's thread copies every part itself, so the message is split
-// only over the cables, whose NICs do move parts in parallel: a second part on one cable cost
-// a sendmsg and a recv more and bought nothing (measurements.md, sixteenth pass: 1-4 MiB ring
-// all-reduces 5-14% faster on 2 cores).
-TEST(TcpParts, WithoutIoThreadsAMessageIsSplitOnlyOverTheCables) {
-  EXPECT_EQ(parts_of_a_large_message(/*cables=*/1, /*io_threads=*/0), 1u);
-  EXPECT_EQ(parts_of_a_large_message(2, 0), 2u);
-  EXPECT_EQ(parts_of_a_large_message(4, 0), 4u);
-  EXPECT_EQ(parts_of_a_large_message(1, 2), 4u) << "with I/O threads: all four streams";
-  EXPECT_TRUE(IoPool::stop_if_idle()) << "a stream is still attached to the pool";
 }
 
 TEST(TcpIoPool, CallerMovesOnePartMessagesThreadsTheOthersInOrder) {

@@ -88,12 +88,14 @@ struct HalfRaw {
   std::unique_ptr<TcpConnection> conn;
   UniqueFd control;
   UniqueFd data;
+  int conn_control = -1;  // the connection's own control socket (it owns it), to inspect
 };
 
 HalfRaw half_raw(bool sender, const TcpOptions& o) {
   handshake::ConnectedSockets s;
   HalfRaw h;
   tcp_pair(&s.control, &h.control);
+  h.conn_control = s.control.get();
   UniqueFd a;
   tcp_pair(&a, &h.data);
   s.data.push_back(std::move(a));
@@ -439,15 +441,11 @@ TEST(TcpCtsOnRequest, TheReceiverReadsAsksOnlyAfterEightPollsWithoutAHeader) {
 // reads it and fails.
 TEST(TcpCtsOnRequest, TheSenderReadsForCreditOnlyWhereARecordCanBeOnItsWay) {
   SKIP_WITHOUT_WINDOWS();
-  handshake::ConnectedSockets s;
-  UniqueFd ctl, data, a;
-  tcp_pair(&s.control, &ctl);
-  const int sender_ctl = s.control.get();  // owned by the connection, read here with FIONREAD
-  tcp_pair(&a, &data);
-  s.data.push_back(std::move(a));
-  s.peer = "raw receiver";
-  s.local = "test";
-  TcpConnection conn(/*sender=*/true, std::move(s), options(1024 * 1024));
+  HalfRaw h = half_raw(/*sender=*/true, options(1024 * 1024));
+  TcpConnection& conn = *h.conn;
+  const UniqueFd& ctl = h.control;
+  const UniqueFd& data = h.data;
+  const int sender_ctl = h.conn_control;  // read here with FIONREAD
   auto msg = pattern(1024, 9);  // within the 64 KiB eager budget: every message goes at once
   bool planted = false;
   int credits_after = 0;  // messages that asked for credit after the planted record
@@ -466,11 +464,11 @@ TEST(TcpCtsOnRequest, TheSenderReadsForCreditOnlyWhereARecordCanBeOnItsWay) {
     ASSERT_EQ(ncclSuccess, wait_done(conn, req)) << "message " << seq;
     uint8_t hb[kHeaderSize];
     ASSERT_TRUE(read_exact(data.get(), hb, sizeof(hb))) << "message " << seq;
-    const MessageHeader h = decode_header(hb);
-    ASSERT_EQ(h.seq, seq);
+    const MessageHeader header = decode_header(hb);
+    ASSERT_EQ(header.seq, seq);
     std::vector<uint8_t> got(msg.size());
     ASSERT_TRUE(read_exact(data.get(), got.data(), got.size())) << "message " << seq;
-    const bool credit = (h.flags & kFlagCredit) != 0;
+    const bool credit = (header.flags & kFlagCredit) != 0;
     if (credit && planted) ++credits_after;
     // The receiver's answer to a credit: its clear-to-send (it skips the earlier messages,
     // which all went before theirs).

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -27,7 +28,8 @@
 namespace mesh::tcp::tcp_test {
 
 // A connected TCP pair over 127.0.0.1 (blocking setup; the connection makes them non-blocking).
-inline void tcp_pair(UniqueFd* a, UniqueFd* b) {
+// `from` (host order, 127/8), when not 0, is the source address of `a`: another "cable".
+inline void tcp_pair(UniqueFd* a, UniqueFd* b, uint32_t from = 0) {
   UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(listener.valid());
   sockaddr_in addr = make_sockaddr(0x7f000001, 0);  // 127.0.0.1, any free port
@@ -36,6 +38,10 @@ inline void tcp_pair(UniqueFd* a, UniqueFd* b) {
   socklen_t len = sizeof(addr);
   ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
   a->reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (from != 0) {
+    sockaddr_in source = make_sockaddr(from, 0);
+    ASSERT_EQ(bind(a->get(), reinterpret_cast<sockaddr*>(&source), sizeof(source)), 0);
+  }
   ASSERT_EQ(connect(a->get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   b->reset(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(b->valid());

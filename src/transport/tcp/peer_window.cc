@@ -46,6 +46,12 @@ bool queue_and_window(int fd, uint64_t* queued, struct tcp_info* info) {
   return true;
 }
 
+// The window less what the socket still holds (unsent or unacknowledged).
+uint64_t room_left(const struct tcp_info& info, uint64_t queued) {
+  const uint64_t window = info.tcpi_snd_wnd;
+  return window > queued ? window - queued : 0;
+}
+
 }  // namespace
 
 uint64_t peer_window_queries() {
@@ -60,42 +66,39 @@ bool peer_window_room(int fd, uint64_t* room) {
   uint64_t queued = 0;
   struct tcp_info info {};
   if (!queue_and_window(fd, &queued, &info)) return false;
-  const uint64_t window = info.tcpi_snd_wnd;
-  *room = window > queued ? window - queued : 0;
+  *room = room_left(info, queued);
   return true;
 }
 
 bool WindowEdge::measure(int fd, uint64_t sent, uint64_t* room, bool exact) {
   struct tcp_info info {};
+  uint64_t queued = 0;
   if (calibrated_) {
     g_queries.fetch_add(1, std::memory_order_relaxed);
     known_ = tcp_info_of(fd, kWindowEnd, &info);
-    if (!known_) {
-      edge_ = 0;
-      return false;
-    }
-    // The right edge in the stream's count; never below what it had when first learnt, since
-    // neither the acknowledged bytes nor (tcp_shrink_window off) the right edge move back.
-    const uint64_t right = info.tcpi_bytes_acked + info.tcpi_snd_wnd;
-    edge_ = right > offset_ ? right - offset_ : 0;
-    *room = edge_ > sent ? edge_ - sent : 0;
-    return true;
+  } else {
+    known_ = queue_and_window(fd, &queued, &info);
   }
-  uint64_t queued = 0;
-  known_ = queue_and_window(fd, &queued, &info);
   if (!known_) {
     edge_ = 0;
     return false;
   }
-  const uint64_t window = info.tcpi_snd_wnd;
-  *room = window > queued ? window - queued : 0;
-  edge_ = sent + *room;
-  // Nothing unacknowledged: every byte the socket took (its handshake's and the stream's `sent`)
-  // is in tcpi_bytes_acked, read after the queue with no acknowledgement possible in between.
-  if (exact && queued == 0 && info.tcpi_bytes_acked >= sent) {
-    offset_ = info.tcpi_bytes_acked - sent;
-    calibrated_ = true;
+  if (calibrated_) {
+    // The right edge in the stream's count; never below what it had when first learnt, since
+    // neither the acknowledged bytes nor (tcp_shrink_window off) the right edge move back.
+    const uint64_t right = info.tcpi_bytes_acked + info.tcpi_snd_wnd;
+    edge_ = right > offset_ ? right - offset_ : 0;
+  } else {
+    edge_ = sent + room_left(info, queued);
+    // Nothing unacknowledged: every byte the socket took (its handshake's and the stream's
+    // `sent`) is in tcpi_bytes_acked, read after the queue with no acknowledgement possible in
+    // between.
+    if (exact && queued == 0 && info.tcpi_bytes_acked >= sent) {
+      offset_ = info.tcpi_bytes_acked - sent;
+      calibrated_ = true;
+    }
   }
+  *room = edge_ > sent ? edge_ - sent : 0;
   return true;
 }
 

@@ -81,7 +81,7 @@ TcpConnection::TcpConnection(bool sender, handshake::ConnectedSockets sockets,
       control_(std::move(sockets.control)) {
   set_nonblocking(control_.get(), true);
   set_tcp_options(control_.get(), options_.user_timeout_ms);
-  cables_ = count_cables(sockets.data);
+  if (sender_) cables_ = count_cables(sockets.data);  // isend's part count
   int index = 0;
   for (UniqueFd& fd : sockets.data) {
     set_tcp_options(fd.get(), options_.user_timeout_ms);
@@ -638,9 +638,10 @@ bool TcpConnection::apply_cts(const ClearToSend& c) {
   } else {
     cts_capacity_[c.seq % cts_capacity_.size()] = c.capacity;
   }
-  // A record past the first request window for a message that asked for nothing: the receiver
-  // sends them unasked (large buffers), so one may be waiting at any time.
-  if (!first_window_ && static_cast<int32_t>(c.seq - requested_end_) >= 0 &&
+  // A record past the first request window (so posted after the receiver read the first
+  // on-request header) for a message that asked for nothing: the receiver sends them unasked
+  // (large buffers), so one may be waiting at any time.
+  if (static_cast<int32_t>(c.seq - requested_end_) >= 0 &&
       c.seq >= static_cast<uint32_t>(early_.size())) {
     unasked_cts_ = true;
   }
