@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   std::printf("after finalize: fds %d threads %ld; RSS growth after warm-up %ld KiB\n", count_fds(),
               status_field("Threads:"), growth);
   // Allocator caches and lazily touched pages move RSS a little; a leak of even 1 KiB per cycle
-  // would show as ~10 MiB over 10000 cycles.
+  // would show as ~5 MiB over the release lane's 5000 cycles, above the 4 MiB bound.
 #if defined(__SANITIZE_ADDRESS__)
   // ASan keeps freed memory in its quarantine (up to 256 MiB), so RSS says nothing here; the
   // LeakSanitizer run at exit checks for leaks instead.
