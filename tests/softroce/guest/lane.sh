@@ -803,11 +803,19 @@ case ${SOFTROCE_TOPO:-} in
     # Two cables between the same nodes: every connection stripes its QPs over both rails
     # (one rxe device each), so each of the four veth ends must carry a share.
     CUT_LINK=$SOFTROCE_PAIR1_B_NETDEV
-    # The versioned cases as v11 and v12 only (plus every version-free case): what this VM adds
-    # is striping over two cables, which sits below the one core the v6-v10 adapters convert
-    # arguments for; mesh3 runs v6-v10 over RDMA. All seven took 310 of the lane's seconds
-    # here; two still move about 250 MiB over each rail (the wire check wants 64).
-    CONF_FILTER='*-*/v6:*/v7:*/v8:*/v9:*/v10'
+    # The versioned cases as v12 (plus every version-free case, and the v11-only ones: the cut
+    # of one of two cables, the flush through every device that wrote, the GPU and ready
+    # checks): what this VM adds is striping over two cables, which sits below the one core the
+    # adapters convert arguments for; mesh3 runs v6 and v10 over RDMA, and the ASan pair VM v11
+    # (all seven versions took 310 of the lane's seconds here; v11's copies of the suites v12
+    # also runs, 39 s). One version still moves about 150 MiB over each rail (the wire check
+    # wants 64).
+    v11_twins=
+    for t in ConnectionTest TransferTest BadHandleTest PropertiesTest SettingsAgreementTest \
+             PeerDeathTest OptionalCompletionTest CloseAfterSendTest V11ContextTest; do
+      v11_twins="$v11_twins:Plugin/$t.*/v11"
+    done
+    CONF_FILTER="*-*/v6:*/v7:*/v8:*/v9:*/v10$v11_twins"
     want conformance-dual &&
       conformance conformance-dual "$SOFTROCE_PAIR_A_NETDEV,$SOFTROCE_PAIR1_A_NETDEV" \
         "$SOFTROCE_PAIR_B_NETDEV,$SOFTROCE_PAIR1_B_NETDEV" "$SOFTROCE_PAIR_A_NETDEV" \
@@ -819,14 +827,15 @@ case ${SOFTROCE_TOPO:-} in
   mesh3)
     # The versioned cases as v6 and v10 only: what this VM adds is the choice of the A-B cable
     # out of two per node, which the connection and transfer cases show in any version. dual
-    # runs v11 and v12 and every version-free case over RDMA; v6 (the oldest adapter) and v10
+    # runs v12 and every version-free case over RDMA, the ASan pair VM v11; v6 (the oldest adapter) and v10
     # (the last before v11's context API) here put the pre-v11 adapters over RDMA as well. The
     # adapters only convert arguments for the one core both VMs drive, and every version runs
     # over TCP in the x86-64 lanes. v7-v9 (about 35 s each) and the version-free cases (38 s)
     # took 143 of this step's 521 s on a 2-vCPU machine whose whole run took 4,753 s (stop 48;
     # the budget is 70 min). SettingsAgreementTest (the settings checked in the handshake,
     # before any transport) and PeerDeathTest (how the core fails a dead peer's requests) run
-    # over RDMA as v11 and v12 in dual and through every adapter in the x86-64 lanes.
+    # over RDMA as v12 in dual, as v11 in the ASan pair VM, and through every adapter in the
+    # x86-64 lanes.
     CONF_FILTER='*/v6:*/v10-Plugin/SettingsAgreementTest.*:Plugin/PeerDeathTest.*'
     want conformance-mesh3 &&
       conformance conformance-mesh3 "$SOFTROCE_AB_A_NETDEV,$SOFTROCE_AC_A_NETDEV" \
