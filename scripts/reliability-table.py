@@ -91,7 +91,7 @@ CTEST_ROWS = [
     ("Soak: listen/connect/accept/transfer/close for thousands of cycles in one process",
      r"^soak$",
      "after the warm-up, open descriptors and threads return to the same value after every "
-     "cycle; RSS stays within a bound (10000 cycles release, 1000 ASan, 300 TSan)",
+     "cycle; RSS stays within a bound (5000 cycles release, 1000 ASan, 120 TSan)",
      "n/a", "fds, threads, RSS (release), LeakSanitizer (ASan)"),
     ("Sockets inherited by a spawned child process",
      r"DescriptorHygieneTest\.PluginSocketsDoNotLeakIntoChildProcesses",
