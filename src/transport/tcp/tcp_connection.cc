@@ -228,7 +228,6 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
-  if (next_seq_ >= static_cast<uint32_t>(early_.size())) first_window_ = false;
   const bool early = budgeted || on_window;
   if (early) {
     const size_t i = r->seq % early_.size();
@@ -347,8 +346,11 @@ bool TcpConnection::credit_due(size_t size) const {
                      window_outstanding_ + static_cast<uint64_t>(size) + kHeaderSize, size);
 }
 
+// The first request window is still open while fewer messages than it holds were sent (after
+// 2^32 messages the count wraps and it reads as open again for one window: a few reads more).
 bool TcpConnection::cts_may_wait() const {
-  return unasked_cts_ || first_window_ || static_cast<int32_t>(requested_end_ - cts_received_) > 0;
+  const bool first_window = next_seq_ < static_cast<uint32_t>(early_.size());
+  return unasked_cts_ || first_window || static_cast<int32_t>(requested_end_ - cts_received_) > 0;
 }
 
 bool TcpConnection::may_send_eagerly(size_t size) const {

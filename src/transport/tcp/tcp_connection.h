@@ -157,12 +157,11 @@ class TcpConnection final : public Connection {
   // for one only then). One past the last message that asked for its clear-to-send or credit
   // (an ask, kFlagCredit); whether the receiver also sends them unasked (for a buffer over a
   // quarter of its NCCL_MESH_TCP_EAGER_WINDOW, irecv: a record for a message past the first
-  // request window that nobody asked for); and whether the first request window is still open
-  // (the receiver sends one per posted receive until it reads the first on-request header,
-  // which it reads before it can post a receive past that window).
+  // request window that nobody asked for). cts_may_wait() also counts the first request window,
+  // while it is open (next_seq_ below it: the receiver sends one per posted receive until it
+  // reads the first on-request header, which it reads before it can post a receive past it).
   uint32_t requested_end_ = 0;
   bool unasked_cts_ = false;
-  bool first_window_ = true;
   bool cts_may_wait() const;
   bool credit_rule(uint64_t ahead, uint64_t outstanding, size_t size) const;
   bool wants_credit(size_t size) const;

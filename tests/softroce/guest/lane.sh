@@ -827,10 +827,10 @@ case ${SOFTROCE_TOPO:-} in
   mesh3)
     # The versioned cases as v6 and v10 only: what this VM adds is the choice of the A-B cable
     # out of two per node, which the connection and transfer cases show in any version. dual
-    # runs v12 and every version-free case over RDMA, the ASan pair VM v11; v6 (the oldest adapter) and v10
-    # (the last before v11's context API) here put the pre-v11 adapters over RDMA as well. The
-    # adapters only convert arguments for the one core both VMs drive, and every version runs
-    # over TCP in the x86-64 lanes. v7-v9 (about 35 s each) and the version-free cases (38 s)
+    # runs v12 and every version-free case over RDMA, the ASan pair VM v11; v6 (the oldest
+    # adapter) and v10 (the last before v11's context API) here put the pre-v11 adapters over
+    # RDMA as well. The adapters only convert arguments for the one core both VMs drive, and
+    # every version runs over TCP in the x86-64 lanes. v7-v9 (about 35 s each) and the version-free cases (38 s)
     # took 143 of this step's 521 s on a 2-vCPU machine whose whole run took 4,753 s (stop 48;
     # the budget is 70 min). SettingsAgreementTest (the settings checked in the handshake,
     # before any transport) and PeerDeathTest (how the core fails a dead peer's requests) run
