@@ -22,6 +22,9 @@ struct ConnectedSockets {
   // gets what its extension handler built (e.g. an RDMA endpoint with connected QPs).
   std::vector<uint8_t> peer_extension;
   std::shared_ptr<void> transport_state;
+  // Listener: the connector's TCP eager window, from its control hello (hello.h); its receive
+  // side sends clear-to-sends unasked by that bound (transport/tcp/wire.h).
+  uint32_t peer_tcp_window = 0;
 };
 
 }  // namespace mesh::handshake

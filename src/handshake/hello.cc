@@ -18,6 +18,7 @@ void encode_hello(const Hello& hello, uint8_t* out) {
   std::memcpy(out + 16, hello.nonce.data(), kNonceSize);
   put_u64(out + 32, hello.conn_id);
   encode_agreement(hello.agreement, out + 40);
+  put_u32(out + 48, hello.tcp_window);
   put_u32(out + 52, fnv1a(out, 52));
 }
 
@@ -35,8 +36,13 @@ bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
     *why = "checksum mismatch";
     return false;
   }
-  if (get_u32(in + 12) != 0 || get_u32(in + 48) != 0) {
-    *why = "reserved fields are not zero";
+  if (get_u32(in + 12) != 0) {
+    *why = "reserved field is not zero";
+    return false;
+  }
+  if (get_u32(in + 48) > kMaxTcpWindow) {
+    *why = "TCP eager window " + std::to_string(get_u32(in + 48)) + " above " +
+           std::to_string(kMaxTcpWindow) + " bytes";
     return false;
   }
   Hello h;
@@ -67,6 +73,7 @@ bool decode_hello(const uint8_t* in, Hello* out, std::string* why) {
   }
   std::memcpy(h.nonce.data(), in + 16, kNonceSize);
   h.conn_id = get_u64(in + 32);
+  h.tcp_window = get_u32(in + 48);
   if (!decode_agreement(in + 40, &h.agreement, why)) return false;
   *out = h;
   return true;

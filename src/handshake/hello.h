@@ -9,13 +9,20 @@
 //   [16] u8[16] nonce from the listener's handle
 //   [32] u64 connection id (random, chosen by the connector; groups the sockets)
 //   [40] u8[8] the connector's agreement: the settings every host must share (agreement.h)
-//   [48] u32 reserved (0)       [52] u32 FNV-1a checksum of bytes [0,52)
+//   [48] u32 the connector's TCP eager window (bytes, 0..kMaxTcpWindow; below)
+//   [52] u32 FNV-1a checksum of bytes [0,52)
 // Reply: 4 bytes 'M','S','R',code (HelloReply).
 //
 // Extension (version 2): a control-socket hello may be followed by `extension length` bytes
 // (1..kMaxExtension) of transport setup (RDMA: transport/rdma/wire.h); the connection then
 // may have 0 data sockets. An accepted reply to such a hello is followed by u16 length + the
 // listener's own extension (1..kMaxExtension bytes). Data-socket hellos carry no extension.
+//
+// TCP eager window (version 6): the bytes the connecting side, a TCP sender, may have ahead of
+// its clear-to-sends (NCCL_MESH_TCP_EAGER_WINDOW). Its receiver sends clear-to-sends unasked
+// by that bound (transport/tcp/wire.h), which the sender counts on to leave out asks: both
+// ends then apply one number, whatever each host's own setting. The listener reads it off the
+// control socket's hello (ConnectedSockets::peer_tcp_window); RDMA connections ignore it.
 #pragma once
 
 #include <cstddef>
@@ -30,8 +37,10 @@ inline constexpr size_t kHelloSize = 56;
 inline constexpr size_t kReplySize = 4;
 inline constexpr uint32_t kHelloMagic = 0x4D534848;  // "MSHH"
 // 3: agreement; 4: clear-to-sends on request; 5: TCP message headers on the data sockets
-// (transport/tcp/wire.h).
-inline constexpr uint8_t kHelloVersion = 5;
+// (transport/tcp/wire.h); 6: the connector's TCP eager window.
+inline constexpr uint8_t kHelloVersion = 6;
+// NCCL_MESH_TCP_EAGER_WINDOW's upper bound (util/settings.h): a larger one is malformed.
+inline constexpr uint32_t kMaxTcpWindow = 16u << 20;
 inline constexpr size_t kMaxExtension = 1024;
 inline constexpr uint16_t kMaxDataStreams = 64;
 
@@ -52,8 +61,9 @@ struct Hello {
   uint16_t ndata = 1;
   Nonce nonce{};
   uint64_t conn_id = 0;
-  uint16_t ext_len = 0;  // transport extension bytes following a control hello
-  Agreement agreement;   // the connector's shared settings
+  uint16_t ext_len = 0;     // transport extension bytes following a control hello
+  Agreement agreement;      // the connector's shared settings
+  uint32_t tcp_window = 0;  // the connector's TCP eager window (above)
 };
 
 void encode_hello(const Hello& hello, uint8_t* out);

@@ -422,6 +422,7 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello,
     getsockname(sock.get(), reinterpret_cast<sockaddr*>(&local), &len);
     g->peer = format_endpoint(in->peer);
     g->local = format_endpoint(local);
+    g->tcp_window = hello.tcp_window;
     g->control = std::move(sock);
   } else {
     g->data[hello.index] = std::move(sock);
@@ -434,6 +435,7 @@ void Service::accept_hello(IncomingSocket* in, const Hello& hello,
     c.peer = g->peer;
     c.local = g->local;
     c.transport_state = std::move(g->transport_state);
+    c.peer_tcp_window = g->tcp_window;
     MESH_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s with %zu data streams",
               c.peer.c_str(), c.local.c_str(), c.data.size());
     ep->ready.push_back(std::move(c));

@@ -168,9 +168,10 @@ std::shared_ptr<OutgoingConnect> Service::start_connect(const ConnectRequest& re
     out->rail = i == 0 || nrails == 0 ? 0 : out->index % nrails;
     out->owner = outgoing.get();
     const bool ext = i == 0 && !req.extension.empty();
-    Hello hello{out->role, out->index,        req.ndata,
-                req.nonce, outgoing->conn_id, static_cast<uint16_t>(ext ? req.extension.size() : 0),
-                agreement_};
+    Hello hello{out->role,         out->index,
+                req.ndata,         req.nonce,
+                outgoing->conn_id, static_cast<uint16_t>(ext ? req.extension.size() : 0),
+                agreement_,        req.tcp_window};
     out->hello.resize(kHelloSize);
     encode_hello(hello, out->hello.data());
     if (ext) {

@@ -99,6 +99,7 @@ struct ConnectRequest {
   std::vector<topology::Rail> rails;  // control on rails[0]; data stream i on rails[i % n]
   uint16_t ndata = 1;                 // 0 only with an extension
   std::vector<uint8_t> extension;     // sent after the control hello (empty: plain TCP)
+  uint32_t tcp_window = 0;            // the sender's TCP eager window, for its hellos (hello.h)
   int64_t timeout_ms = 30000;
   // Set for a peer without a common subnet: every socket reaches the peer's handshake port
   // through relay agents (rails are then unused); relay_dest are the peer's addresses.

@@ -138,6 +138,7 @@ struct Service::PartialConnection {
   std::string peer;
   std::string local;
   std::shared_ptr<void> transport_state;
+  uint32_t tcp_window = 0;  // the control hello's (hello.h)
 };
 
 }  // namespace mesh::handshake

@@ -410,6 +410,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
     req.nonce = h.nonce;
     req.port = h.port;
     req.timeout_ms = settings().connect_timeout_ms;
+    req.tcp_window = static_cast<uint32_t>(tcp_.eager_window_bytes);
     PendingConnect pc;
     // Shared settings that differ: the connect still runs, so that the listener learns it too
     // and fails its accept (a peer left waiting would hang NCCL); it fails with this text.
@@ -631,7 +632,11 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
           sockets.local.c_str());
       return ncclSystemError;
     }
-    conn = make_connection(false, std::move(sockets), tcp_);
+    // The receiver sends clear-to-sends unasked by the sender's window bound, which the sender
+    // counts on to leave out asks (transport/tcp/wire.h): the sender's number, not this host's.
+    tcp::TcpOptions tcp = tcp_;
+    tcp.eager_window_bytes = sockets.peer_tcp_window;
+    conn = make_connection(false, std::move(sockets), tcp);
   }
   // RDMA: the connector's QPs may still be in INIT; wait (non-blocking) for its ready byte.
   std::string why;

@@ -28,6 +28,7 @@ Hello make_hello(Role role, uint16_t index, uint16_t ndata) {
   for (size_t i = 0; i < kNonceSize; ++i) h.nonce[i] = static_cast<uint8_t>(0x30 + i);
   h.conn_id = 0x0123456789ABCDEFull;
   h.agreement = {TunerMode::kRing, 0x0000123456789AULL};
+  h.tcp_window = 0x00C0FFEE;
   return h;
 }
 
@@ -61,6 +62,7 @@ void expect_same(const Hello& got, const Hello& want) {
   EXPECT_EQ(got.nonce, want.nonce);
   EXPECT_EQ(got.conn_id, want.conn_id);
   EXPECT_EQ(got.agreement, want.agreement);
+  EXPECT_EQ(got.tcp_window, want.tcp_window);
 }
 
 // Decoding must fail with a reason containing `reason` and leave *out untouched.
@@ -78,7 +80,7 @@ void expect_rejected(const Buffer& b, const std::string& reason) {
 
 TEST(HelloCodec, LayoutIsBigEndianAsDocumented) {
   const Buffer b = encoded(make_hello(Role::kData, 0x0102, 0x0003));
-  const uint8_t header[] = {'M', 'S', 'H', 'H', 5, 1, 0x01, 0x02, 0x00, 0x03};
+  const uint8_t header[] = {'M', 'S', 'H', 'H', 6, 1, 0x01, 0x02, 0x00, 0x03};
   for (size_t i = 0; i < sizeof(header); ++i) EXPECT_EQ(b[i], header[i]) << i;
   for (size_t i = 10; i < 16; ++i) EXPECT_EQ(b[i], 0) << i;
   for (size_t i = 0; i < kNonceSize; ++i) EXPECT_EQ(b[16 + i], 0x30 + i) << i;
@@ -87,7 +89,9 @@ TEST(HelloCodec, LayoutIsBigEndianAsDocumented) {
   // The agreement: u8 tuner mode (ring = 1), then the threshold as 56 bits.
   const uint8_t agreement[] = {0x01, 0x00, 0x00, 0x12, 0x34, 0x56, 0x78, 0x9A};
   for (size_t i = 0; i < sizeof(agreement); ++i) EXPECT_EQ(b[40 + i], agreement[i]) << i;
-  for (size_t i = 48; i < 52; ++i) EXPECT_EQ(b[i], 0) << i;
+  // The connector's TCP eager window.
+  const uint8_t window[] = {0x00, 0xC0, 0xFF, 0xEE};
+  for (size_t i = 0; i < sizeof(window); ++i) EXPECT_EQ(b[48 + i], window[i]) << i;
   Buffer copy = b;
   resign(copy);
   EXPECT_EQ(copy, b);
@@ -138,7 +142,7 @@ TEST(HelloDecode, RejectsBadMagic) {
 }
 
 TEST(HelloDecode, RejectsOtherVersions) {
-  for (const uint8_t v : std::initializer_list<uint8_t>{0, 1, 2, 3, 4, 6, 255}) {
+  for (const uint8_t v : std::initializer_list<uint8_t>{0, 1, 2, 3, 4, 5, 7, 255}) {
     Buffer b = encoded(make_hello(Role::kControl, 0, 4));
     b[4] = v;
     resign(b);
@@ -212,12 +216,31 @@ TEST(HelloDecode, ExtensionOnlyOnControlAndBounded) {
 }
 
 TEST(HelloDecode, RejectsNonZeroReservedFields) {
-  for (const size_t i : {12, 13, 14, 15, 48, 49, 50, 51}) {
+  for (const size_t i : {12, 13, 14, 15}) {
     Buffer b = encoded(make_hello(Role::kData, 1, 4));
     b[i] = 0x01;
     resign(b);
     SCOPED_TRACE("byte " + std::to_string(i));
     expect_rejected(b, "reserved");
+  }
+}
+
+// The window a sender announces bounds what its receiver assumes (transport/tcp/wire.h): the
+// settings' range and nothing beyond, so a peer cannot make the listener reason about more.
+TEST(HelloDecode, TakesATcpWindowUpToTheSettingsBoundAndNoMore) {
+  for (const uint32_t w : {0u, 1u, 1u << 20, kMaxTcpWindow}) {
+    Hello h = make_hello(Role::kControl, 0, 4);
+    h.tcp_window = w;
+    Hello out;
+    std::string why;
+    ASSERT_TRUE(decode_hello(encoded(h).data(), &out, &why)) << w << ": " << why;
+    EXPECT_EQ(out.tcp_window, w);
+  }
+  for (const uint32_t w : {kMaxTcpWindow + 1, 0xFFFFFFFFu}) {
+    Hello h = make_hello(Role::kControl, 0, 4);
+    h.tcp_window = w;
+    SCOPED_TRACE(w);
+    expect_rejected(encoded(h), "TCP eager window");
   }
 }
 

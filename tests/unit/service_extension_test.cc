@@ -147,6 +147,29 @@ TEST_F(ServiceExtensionTest, NcclsCallsGoOnWhileTheHandlerRunsAndItsStateReaches
   EXPECT_TRUE(test::WarnCapture::take().empty());
 }
 
+// A plain TCP connection (no extension): the connector's TCP eager window travels in its hellos
+// and reaches accept, whose receive side sends clear-to-sends unasked by it (transport/tcp/
+// wire.h): a receiver that used its own host's setting instead could leave a sender that
+// counts on a record waiting for it.
+TEST_F(ServiceExtensionTest, APlainConnectionCarriesTheConnectorsTcpWindowToAccept) {
+  std::shared_ptr<ListenEndpoint> ep = service_.open_listen();
+  ConnectRequest req = request(ep);
+  req.ndata = 2;
+  req.extension.clear();
+  req.tcp_window = 3u << 18;
+  std::shared_ptr<OutgoingConnect> c = service_.start_connect(req);
+  ASSERT_EQ(wait_for(*c, std::chrono::seconds(10)), ConnectStatus::kDone) << c->error;
+  ConnectedSockets accepted;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!service_.take_ready(ep, &accepted) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(accepted.control.valid()) << "the connection never became ready";
+  EXPECT_EQ(accepted.data.size(), 2u);
+  EXPECT_EQ(accepted.peer_tcp_window, 3u << 18);
+  service_.close_listen(ep);
+  EXPECT_TRUE(test::WarnCapture::take().empty());
+}
+
 TEST_F(ServiceExtensionTest, AListenClosedDuringTheSetupRefusesTheConnectorAndDropsTheState) {
   std::shared_ptr<ListenEndpoint> ep = service_.open_listen();
   std::shared_ptr<OutgoingConnect> c = service_.start_connect(request(ep));

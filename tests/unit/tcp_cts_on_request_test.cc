@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tcp_test_requests.h"
@@ -34,6 +35,20 @@ using namespace mesh::tcp::tcp_test;
 
 TcpOptions options(size_t window_bytes) {
   return window_test_options(64 * 1024, window_bytes);
+}
+
+// A sender that asks at once also for a message its receiver clears unasked (no grace period,
+// wire.h): the cases that drive the ask itself with such a message.
+TcpOptions asking_options(size_t window_bytes) {
+  TcpOptions o = options(window_bytes);
+  o.ask_grace_ns = 0;
+  return o;
+}
+
+TcpOptions grace_options(size_t window_bytes, int64_t grace_ms) {
+  TcpOptions o = options(window_bytes);
+  o.ask_grace_ns = grace_ms * 1000000;
+  return o;
 }
 
 // Bytes a TCP socket has received (for a sender's control socket: clear-to-send records).
@@ -122,7 +137,8 @@ void first_message_on_request(HalfRaw& h) {
 }
 
 // A 1 KiB send, which goes at once within the eager budget, then a 4 MiB one beyond the 1 MiB
-// window bound, which asks for its clear-to-send; the first is tested done.
+// window bound, which waits for its clear-to-send (and asks for it, at once with
+// asking_options); the first is tested done.
 struct TwoSends {
   std::vector<uint8_t> small = pattern(1024, 1);
   std::vector<uint8_t> large = pattern(4 << 20, 2);
@@ -200,7 +216,7 @@ TEST(TcpCtsOnRequest, AFlowThatGoesOnWindowRoomNeedsFewClearToSends) {
 
 TEST(TcpCtsOnRequest, AMessageTheWindowCannotTakeAsksAndGoesOnceTheReceiverPosts) {
   SKIP_WITHOUT_WINDOWS();
-  Endpoints e = connect_tcp(options(1024 * 1024));
+  Endpoints e = connect_tcp(asking_options(1024 * 1024));
   auto big = pattern(8 << 20, 5);  // beyond the 1 MiB bound: it must wait for its clear-to-send
   auto small = pattern(512, 6);    // within the budget, but behind a message that waits
   void* s0 = post_send(*e.send, big);
@@ -228,7 +244,7 @@ TEST(TcpCtsOnRequest, AMessageTheWindowCannotTakeAsksAndGoesOnceTheReceiverPosts
 
 TEST(TcpCtsOnRequest, TheSenderAsksOnTheWireAndSendsOnceItsClearToSendArrives) {
   SKIP_WITHOUT_WINDOWS();
-  HalfRaw h = half_raw(/*sender=*/true, options(1024 * 1024));
+  HalfRaw h = half_raw(/*sender=*/true, asking_options(1024 * 1024));
   TwoSends t;
   ASSERT_NO_FATAL_FAILURE(post_small_then_asking(h, &t));
   const auto& m0 = t.small;
@@ -274,7 +290,7 @@ TEST(TcpCtsOnRequest, TheSenderAsksOnTheWireAndSendsOnceItsClearToSendArrives) {
 // case MessageLargerThanReceiveBufferFailsTheReceiver.)
 TEST(TcpCtsOnRequest, AnAskedMessageTooLargeForItsBufferSendsItsHeaderAloneAndFails) {
   SKIP_WITHOUT_WINDOWS();
-  HalfRaw h = half_raw(/*sender=*/true, options(1024 * 1024));
+  HalfRaw h = half_raw(/*sender=*/true, asking_options(1024 * 1024));
   TwoSends t;
   ASSERT_NO_FATAL_FAILURE(post_small_then_asking(h, &t));
   std::vector<uint8_t> first(kHeaderSize + t.small.size());
@@ -290,6 +306,72 @@ TEST(TcpCtsOnRequest, AnAskedMessageTooLargeForItsBufferSendsItsHeaderAloneAndFa
   EXPECT_EQ(hd.seq, 1u);
   EXPECT_EQ(hd.size, t.large.size());
   EXPECT_FALSE(readable_within(h.data.get(), 200)) << "payload sent into a buffer too small";
+}
+
+// isend until it returns a request (NCCL calls it again after "retry later"), at most `ms`
+// milliseconds; the request, or nullptr.
+void* send_when_taken(TcpConnection& c, std::vector<uint8_t>& data, int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  void* req = nullptr;
+  while (req == nullptr && std::chrono::steady_clock::now() < until) req = post_send(c, data);
+  return req;
+}
+
+// A message larger than a quarter of the sender's window bound: its receiver sends the
+// clear-to-send unasked when it posts the receive (wire.h), so the sender waits for that record
+// without asking (an ask was a syscall at each end for a record already on its way), answering
+// "retry later", and sends as soon as it arrives.
+TEST(TcpCtsOnRequest, AMessageItsReceiverClearsUnaskedWaitsForThatRecordWithoutAsking) {
+  SKIP_WITHOUT_WINDOWS();
+  HalfRaw h = half_raw(/*sender=*/true, grace_options(1024 * 1024, 60000));
+  TwoSends t;
+  t.s0 = post_send(*h.conn, t.small);
+  ASSERT_NE(t.s0, nullptr);
+  ASSERT_TRUE(done_within(*h.conn, t.s0, 5000));
+  std::vector<uint8_t> first(kHeaderSize + t.small.size());
+  ASSERT_TRUE(read_exact(h.data.get(), first.data(), first.size()));
+  EXPECT_EQ(send_when_taken(*h.conn, t.large, 200), nullptr) << "4 MiB taken without its record";
+  EXPECT_FALSE(readable_within(h.control.get(), 0)) << "it asked for a record sent unasked";
+  EXPECT_FALSE(readable_within(h.data.get(), 0)) << "bytes left before the clear-to-send";
+  ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {1, 0, t.large.size()}));
+  t.s1 = send_when_taken(*h.conn, t.large, 10000);
+  ASSERT_NE(t.s1, nullptr) << "the clear-to-send came and the message still waits";
+  std::vector<uint8_t> got(kHeaderSize + t.large.size());
+  std::thread reader([&] { EXPECT_TRUE(read_exact(h.data.get(), got.data(), got.size())); });
+  EXPECT_EQ(ncclSuccess, wait_done(*h.conn, t.s1));
+  reader.join();
+  const MessageHeader hd = decode_header(got.data());
+  EXPECT_EQ(hd.seq, 1u);
+  EXPECT_EQ(hd.size, t.large.size());
+  EXPECT_TRUE(std::equal(t.large.begin(), t.large.end(), got.begin() + kHeaderSize));
+  EXPECT_FALSE(readable_within(h.control.get(), 0)) << "an ask after all";
+}
+
+// The record does not come within the grace period (a receiver late by more, or a buffer too
+// small for the message, which the receiver then does not clear unasked): the sender asks, and
+// the small buffer fails both sides as it would have without the wait, instead of a send that
+// never starts.
+TEST(TcpCtsOnRequest, AMessageWhoseUnaskedRecordDoesNotComeAsksAfterTheGracePeriod) {
+  SKIP_WITHOUT_WINDOWS();
+  constexpr int kGraceMs = 40;
+  HalfRaw h = half_raw(/*sender=*/true, grace_options(1024 * 1024, kGraceMs));
+  TwoSends t;
+  t.s0 = post_send(*h.conn, t.small);
+  ASSERT_TRUE(done_within(*h.conn, t.s0, 5000));
+  const auto start = std::chrono::steady_clock::now();
+  t.s1 = send_when_taken(*h.conn, t.large, 10000);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_NE(t.s1, nullptr) << "no ask after the grace period";
+  EXPECT_GE(waited, std::chrono::milliseconds(kGraceMs)) << "asked before the grace period";
+  uint8_t b[kHeaderSize];
+  ASSERT_TRUE(read_exact(h.control.get(), b, sizeof(b)));
+  const MessageHeader ask = decode_header(b);
+  EXPECT_EQ(ask.seq, 1u);
+  EXPECT_EQ(ask.flags, kFlagAsk | kFlagOnRequest);
+  EXPECT_EQ(ask.size, t.large.size());
+  ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {1, 0, 1 << 20}));
+  EXPECT_EQ(error_of(*h.conn, t.s1, "a send larger than the receiver's buffer completed"),
+            ncclInvalidUsage);
 }
 
 // The header travels on a data socket and the ask on the control socket, so the ask may come
@@ -324,7 +406,7 @@ TEST(TcpCtsOnRequest, AnAskBehindItsHeaderIsDroppedAHeaderOnTheControlSocketFail
 
 TEST(TcpCtsOnRequest, AClearToSendThatSkipsAMessageThatAskedFailsTheSender) {
   SKIP_WITHOUT_WINDOWS();
-  HalfRaw h = half_raw(/*sender=*/true, options(1024 * 1024));
+  HalfRaw h = half_raw(/*sender=*/true, asking_options(1024 * 1024));
   TwoSends t;
   ASSERT_NO_FATAL_FAILURE(post_small_then_asking(h, &t));
   // Skipping message 1 claims its header arrived before its clear-to-send: it never left.
@@ -387,6 +469,21 @@ TEST(TcpCtsOnRequest, TheReceiverAnswersAsksAndCreditsOnly) {
   EXPECT_EQ(decode_cts(c).capacity, b5.size());
   EXPECT_FALSE(test_once(*h.conn, r4));
   EXPECT_FALSE(test_once(*h.conn, r5));
+}
+
+// The quarter is of the window its options give it, which on a real connection is the sender's
+// (its hello, plugin.cc accept): the sender leaves out asks by the same number.
+TEST(TcpCtsOnRequest, TheReceiverClearsUnaskedByTheWindowItIsGiven) {
+  SKIP_WITHOUT_WINDOWS();
+  for (const auto& [window, cleared] : {std::pair<size_t, bool>{1 << 20, true}, {4 << 20, false}}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    HalfRaw h = half_raw(/*sender=*/false, options(window));
+    ASSERT_NO_FATAL_FAILURE(first_message_on_request(h));
+    std::vector<uint8_t> b1(512 * 1024);
+    void* r1 = post_recv(*h.conn, b1);
+    EXPECT_FALSE(test_once(*h.conn, r1));
+    EXPECT_EQ(readable_within(h.control.get(), 200), cleared) << "512 KiB receive";
+  }
 }
 
 // The receiver reads its control socket for asks once kAskPolls (8) test() calls found a header

@@ -220,7 +220,8 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
     decide(on_window);
   }
   const bool ask = !cleared && !budgeted && !on_window && cts_on_request_ &&
-                   next_seq_ - cts_received_ < static_cast<uint32_t>(early_.size());
+                   next_seq_ - cts_received_ < static_cast<uint32_t>(early_.size()) &&
+                   may_ask_now(size);
   if (!cleared && !budgeted && !on_window && !ask) return ncclSuccess;
   const uint64_t capacity = cleared ? cts_capacity_[next_seq_ % cts_capacity_.size()] : size;
   Request* r = allocate();
@@ -288,13 +289,14 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   ++order_count_;
   // One clear-to-send per posted receive, until the sender says it asks for the ones it needs
   // (wire.h): then only for a message that already asked, and for a buffer larger than a
-  // quarter of NCCL_MESH_TCP_EAGER_WINDOW. Fewer than four such messages fit in the sender's
+  // quarter of the sender's NCCL_MESH_TCP_EAGER_WINDOW (from its hello; the sender waits for
+  // those without asking, may_ask_now). Fewer than four such messages fit in the sender's
   // bound, so each one's charge should come back as soon as its receive is posted (as before),
   // not when the receiver reaches its header; and one record per message that large costs
   // little (3 ranks, 1 MiB all-reduce: the 341 KiB steps took 5% longer without it).
   const size_t i = r->seq % asked_.size();
   r->asked = asked_[i];  // its ask came before it was posted: another one would be a repeat
-  if (asked_[i] || !on_request_ || r->capacity * 4 > options_.eager_window_bytes) {
+  if (asked_[i] || !on_request_ || clears_unasked(r->capacity, options_.eager_window_bytes)) {
     asked_[i] = false;
     if (!queue_cts(r)) return report_failure();
   }
@@ -351,6 +353,32 @@ bool TcpConnection::credit_due(size_t size) const {
 bool TcpConnection::cts_may_wait() const {
   const bool first_window = next_seq_ < static_cast<uint32_t>(early_.size());
   return unasked_cts_ || first_window || static_cast<int32_t>(requested_end_ - cts_received_) > 0;
+}
+
+// A message that must wait for its clear-to-send asks for it, unless its receiver sends that
+// record unasked as soon as it posts the receive (a buffer over a quarter of this side's window,
+// wire.h): the ask was then a syscall at each end for a record on its way anyway (3 ranks,
+// 8-32 MiB all-reduce: every 512 KiB slice asked, a fifth of the sender's sendto()). Such a
+// message waits as "retry later" (no request: NCCL calls isend again, which reads the control
+// socket for the record) and asks only once the grace period (20 ms) is over. A receive posted
+// with a buffer at least the message's size always gets the record unasked, so the ask then
+// only serves a buffer too small for the message (which the receiver does not clear unasked):
+// it still fails both ends, 20 ms later, instead of a send that never starts. With 1 ms a
+// third of those slices still asked (receivers a ring step behind). Waiting in flight instead
+// (a request, its ask held back) let NCCL post the messages behind it, whose test() calls each
+// read the control socket: 3 ranks, 8-32 MiB, slower than retry later.
+bool TcpConnection::may_ask_now(size_t size) {
+  if (options_.ask_grace_ns <= 0 || !clears_unasked(size, options_.eager_window_bytes)) {
+    return true;
+  }
+  const int64_t now = monotonic_ns();
+  if (!unasked_wait_ || unasked_wait_seq_ != next_seq_) {
+    unasked_wait_ = true;
+    unasked_wait_seq_ = next_seq_;
+    unasked_wait_until_ns_ = now + options_.ask_grace_ns;
+    return false;
+  }
+  return now >= unasked_wait_until_ns_;
 }
 
 bool TcpConnection::may_send_eagerly(size_t size) const {

@@ -42,8 +42,13 @@ struct TcpOptions {
   // Beyond eager_bytes: bytes (headers included) that may be ahead of their clear-to-sends
   // when the peer's kernel has already advertised TCP window room for all of them on every
   // socket they use (NCCL_MESH_TCP_EAGER_WINDOW; peer_window.h). 0 turns it off; so does a
-  // relayed connection (plugin.cc), where the window is the relay's, not the receiver's.
+  // relayed connection (plugin.cc), where the window is the relay's, not the receiver's. A
+  // receiver's is its sender's (the hello's, plugin.cc accept): it sends clear-to-sends unasked
+  // by that bound (wire.h clears_unasked).
   size_t eager_window_bytes = 1024 * 1024;
+  // Sender: how long a message that its receiver clears unasked waits for that clear-to-send
+  // before it asks anyway (wire.h, TcpConnection::may_ask_now); 0 asks at once.
+  int64_t ask_grace_ns = 20000000;
   int64_t user_timeout_ms = 20000;
   size_t io_threads = 0;  // NCCL_MESH_TCP_IO_THREADS resolved; 0: the caller moves the data
 };
@@ -150,13 +155,20 @@ class TcpConnection final : public Connection {
   std::array<uint8_t, NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_out_{};
   size_t ask_out_len_ = 0;
   size_t asks_waiting_ = 0;
+  // Sender: a message whose receiver sends its clear-to-send unasked (wire.h) does not ask
+  // within the grace period: isend answers "retry later" until the record comes or the period
+  // is over. Which message waits so (next_seq_ when it first did), and until when.
+  bool may_ask_now(size_t size);
+  bool unasked_wait_ = false;
+  uint32_t unasked_wait_seq_ = 0;
+  int64_t unasked_wait_until_ns_ = 0;
   // Sender: which messages went before their clear-to-send and still charge eager_bytes or
   // eager_window_bytes (released by their clear-to-send, or by a later one that skips them).
   std::array<bool, NCCL_NET_MAX_REQUESTS> early_{};
   // Sender, clear-to-sends on request: what can bring a record (isend reads the control socket
   // for one only then). One past the last message that asked for its clear-to-send or credit
   // (an ask, kFlagCredit); whether the receiver also sends them unasked (for a buffer over a
-  // quarter of its NCCL_MESH_TCP_EAGER_WINDOW, irecv: a record for a message past the first
+  // quarter of this side's NCCL_MESH_TCP_EAGER_WINDOW, irecv: a record for a message past the first
   // request window that nobody asked for). cts_may_wait() also counts the first request window,
   // while it is open (next_seq_ below it: the receiver sends one per posted receive until it
   // reads the first on-request header, which it reads before it can post a receive past it).

@@ -30,9 +30,15 @@
 // strictly increasing sequence order:
 //   [0] u32 sequence number of the receive   [4] u32 reserved (0)   [8] u64 buffer capacity
 // Until the sender's first kOnRequest record the receiver sends one per posted receive. After
-// it, only for an ask, a kCredit header, or a header too large for its buffer (so that the
-// sender fails with the capacity too); a sequence number it skips is a message the sender sent
-// before its clear-to-send (a skip over any other is a protocol violation).
+// it, only for an ask, a kCredit header, a header too large for its buffer (so that the sender
+// fails with the capacity too), and unasked for every receive whose buffer is larger than a
+// quarter of the sender's eager window (clears_unasked: the window comes in the sender's hello,
+// handshake/hello.h); a sequence number it skips is a message the sender sent before its
+// clear-to-send (a skip over any other is a protocol violation). A sender need not ask for a
+// message larger than that quarter (its buffer is at least as large, or the message fails): it
+// asks only once a grace period has passed without the clear-to-send, which an ask never
+// harms (the receiver answers a receive once) and which turns a buffer too small for the
+// message into the usual failure instead of a wait.
 // The sender moves a message's bytes only after its clear-to-send arrived, except eager messages
 // (tcp_connection.cc: a small budget, or TCP window room the receiver's kernel has advertised,
 // which its socket buffers then hold). Without it a late receiver (a rank busy computing) leaves
@@ -71,5 +77,11 @@ struct ClearToSend {
 
 void encode_cts(const ClearToSend& c, uint8_t* out);
 ClearToSend decode_cts(const uint8_t* in);
+
+// Whether a receive buffer of `bytes` gets its clear-to-send unasked, on a connection whose
+// sender's eager window is `window` (above; 0: every one does).
+inline bool clears_unasked(uint64_t bytes, uint64_t window) {
+  return bytes * 4 > window;
+}
 
 }  // namespace mesh::tcp

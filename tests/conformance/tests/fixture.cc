@@ -75,6 +75,46 @@ std::vector<MessageSpec> exact(const std::vector<uint64_t>& sizes) {
   return out;
 }
 
+bool connect_peer_pair(const std::vector<std::string>& sender_env,
+                       const std::vector<std::string>& receiver_env, Millis wait, PeerPair* out) {
+  std::string error;
+  out->sender = PeerProcess::spawn(peer_path(), plugin_path(), &error, sender_env);
+  EXPECT_TRUE(out->sender) << error;
+  if (out->sender)
+    out->receiver = PeerProcess::spawn(peer_path(), plugin_path(), &error, receiver_env);
+  EXPECT_TRUE(out->receiver) << error;
+  if (!out->sender || !out->receiver) return false;
+  for (PeerProcess* p : {out->sender.get(), out->receiver.get()}) {
+    InitReply rep;
+    const bool replied = p->call(Op::kInit, InitRequest{11, 1}, &rep, wait);
+    EXPECT_TRUE(replied) << p->error();
+    EXPECT_EQ(rep.rc, ncclSuccess) << rep.error;
+    if (!replied || rep.rc != ncclSuccess) return false;
+  }
+  ListenReply listened;
+  EXPECT_TRUE(out->receiver->call(Op::kListen, ListenRequest{0, 0, 1}, &listened, wait))
+      << out->receiver->error();
+  EXPECT_EQ(listened.error, "");
+  if (listened.handles.empty() || listened.listen_ids.empty()) return false;
+  EstablishRequest accept;
+  accept.accepts = listened.listen_ids;
+  EstablishRequest connect;
+  connect.connects = {RemoteConnect{0, 0, listened.handles[0], false}};
+  EstablishReply connected, accepted;
+  const bool started = out->receiver->start(Op::kEstablish, accept);
+  EXPECT_TRUE(started);
+  const bool sent = started && out->sender->call(Op::kEstablish, connect, &connected, wait);
+  EXPECT_TRUE(sent) << out->sender->error();
+  const bool received = started && out->receiver->finish(&accepted, wait);
+  EXPECT_TRUE(received) << out->receiver->error();
+  EXPECT_TRUE(connected.outcome.ok) << connected.outcome.error;
+  EXPECT_TRUE(accepted.outcome.ok) << accepted.outcome.error;
+  if (!sent || !received || connected.send_ids.empty() || accepted.recv_ids.empty()) return false;
+  out->send_id = connected.send_ids[0];
+  out->recv_id = accepted.recv_ids[0];
+  return connected.outcome.ok && accepted.outcome.ok;
+}
+
 namespace {
 
 StreamSpec make_spec(Direction dir, uint32_t comm_id, uint64_t seed, int32_t tag, const Flow& f) {

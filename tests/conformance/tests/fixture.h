@@ -52,6 +52,19 @@ struct Flow {
 // Messages of the given sizes received into buffers of exactly that size.
 std::vector<MessageSpec> exact(const std::vector<uint64_t>& sizes);
 
+// Two spawned ranks, each with its own plugin settings (`extra_env`, PeerProcess::spawn),
+// loaded as v11 with one context, and one connection from the sender to the receiver (the
+// handle travels through this process, as NCCL's bootstrap carries it). For tests that need
+// a setting in the ranks only, not in this process.
+struct PeerPair {
+  std::unique_ptr<PeerProcess> sender, receiver;
+  uint32_t send_id = kNoId;  // the sender's send comm
+  uint32_t recv_id = kNoId;  // the receiver's receive comm
+};
+// False, with the test failed saying which step failed, if any did.
+bool connect_peer_pair(const std::vector<std::string>& sender_env,
+                       const std::vector<std::string>& receiver_env, Millis wait, PeerPair* out);
+
 class Exchange {
  public:
   void outbound(const Link& link, const Flow& flow);  // this process sends on link.local

@@ -22,44 +22,23 @@ const Millis kReplyWait = scaled(60000);
 TEST(LateReceiverTest, SendWaitsForAReceiverThatPostsLate) {
   const std::vector<std::string> env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS=" +
                                         std::to_string(kPeerTcpUserTimeoutMs)};
-  std::string error;
-  auto sender = PeerProcess::spawn(peer_path(), plugin_path(), &error, env);
-  ASSERT_TRUE(sender) << error;
-  auto receiver = PeerProcess::spawn(peer_path(), plugin_path(), &error, env);
-  ASSERT_TRUE(receiver) << error;
-  for (PeerProcess* p : {sender.get(), receiver.get()}) {
-    InitReply rep;
-    ASSERT_TRUE(p->call(Op::kInit, InitRequest{11, 1}, &rep, kReplyWait)) << p->error();
-    ASSERT_EQ(rep.rc, ncclSuccess) << rep.error;
-  }
-
-  // The receiver listens, the sender connects: the handle travels through this process.
-  ListenReply listened;
-  ASSERT_TRUE(receiver->call(Op::kListen, ListenRequest{0, 0, 1}, &listened, kReplyWait));
-  ASSERT_EQ(listened.error, "");
-  EstablishRequest accept;
-  accept.accepts = listened.listen_ids;
-  EstablishRequest connect;
-  connect.connects = {RemoteConnect{0, 0, listened.handles[0], false}};
-  ASSERT_TRUE(receiver->start(Op::kEstablish, accept));
-  EstablishReply connected, accepted;
-  ASSERT_TRUE(sender->call(Op::kEstablish, connect, &connected, kReplyWait)) << sender->error();
-  ASSERT_TRUE(receiver->finish(&accepted, kReplyWait)) << receiver->error();
-  ASSERT_TRUE(connected.outcome.ok) << connected.outcome.error;
-  ASSERT_TRUE(accepted.outcome.ok) << accepted.outcome.error;
+  PeerPair pair;
+  ASSERT_TRUE(connect_peer_pair(env, env, kReplyWait, &pair));
+  PeerProcess* sender = pair.sender.get();
+  PeerProcess* receiver = pair.receiver.get();
 
   // Two 64 MiB messages: more than the socket buffers hold, so the sender's data sits unread for
   // the whole delay.
   const uint32_t delay_ms = 3 * kPeerTcpUserTimeoutMs;
   StreamSpec send;
   send.dir = Direction::kSend;
-  send.comm_id = connected.send_ids[0];
+  send.comm_id = pair.send_id;
   send.seed = 0x1A7E;
   send.window = 1;
   send.messages = exact({64 * MiB, 64 * MiB});
   StreamSpec recv = send;
   recv.dir = Direction::kRecv;
-  recv.comm_id = accepted.recv_ids[0];
+  recv.comm_id = pair.recv_id;
   recv.first_post_delay_ms = delay_ms;
   TransferRequest to_sender, to_receiver;
   to_sender.streams = {send};
