@@ -17,7 +17,14 @@ lanes=("$@")
 [ ${#lanes[@]} -eq 0 ] && lanes=(release asan tsan fuzz softroce arm64)
 jobs=$(nproc)
 status=0
-san_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+# The sanitizer lanes also build as unity sources (CMake's UNITY_BUILD: 16 files of a target per
+# compiler run), which parses the common headers once per batch instead of once per file: the
+# lanes' trees build in about 40% less time (measured in CONTRIBUTING.md). The release lane
+# stays the build users make (one compiler run per file), so a file that leans on another's
+# includes or helpers still fails there, and a name two files of one target both define at file
+# scope fails these lanes' build: helpers shared by files go in a header.
+san_flags=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+           -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16)
 run_lane() {
   local lane=$1 dir=build-ci-$1 args=() labels=""
   case $lane in

@@ -18,27 +18,28 @@ namespace gintest {
 namespace {
 
 // 1024 chunks: the reply takes far longer than the 5 ms before rank 0 deregisters.
-constexpr size_t kSize = 1024 * mesh::gin::kMaxChunk;  // 256 MiB
+constexpr size_t kRegionBytes = 1024 * mesh::gin::kMaxChunk;  // 256 MiB
 
 TEST(GinDeregister, DeregisterWhileAGetReplyStreamsNeitherCrashesNorHangs) {
   const std::string errors = run_ranks(2, 60, [&](RankEnv& env) {
     GinRank g(env);
     if (!g.setup(13, 1)) return false;
-    void* mem = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* mem =
+        mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return env.fail("mmap");
-    std::memset(mem, env.rank() + 1, kSize);
+    std::memset(mem, env.rank() + 1, kRegionBytes);
     void* mh = nullptr;
-    if (!g.reg(mem, kSize, &mh)) return false;
+    if (!g.reg(mem, kRegionBytes, &mh)) return false;
     void* req = nullptr;
     if (env.rank() == 1 &&
-        !g.ok(g.api.iget(g.target, 0, 0, mh, kSize, 0, mh, 0, &req), "iget from rank 0"))
+        !g.ok(g.api.iget(g.target, 0, 0, mh, kRegionBytes, 0, mh, 0, &req), "iget from rank 0"))
       return false;
     if (!env.barrier()) return false;  // the get request is queued
     if (env.rank() == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       if (!g.dereg(mh)) return false;
       // NCCL frees the buffer once deregMrSym returned: any later engine access faults.
-      if (munmap(mem, kSize) != 0) return env.fail("munmap");
+      if (munmap(mem, kRegionBytes) != 0) return env.fail("munmap");
     } else {
       const auto t0 = std::chrono::steady_clock::now();
       int done = 0;
@@ -54,7 +55,7 @@ TEST(GinDeregister, DeregisterWhileAGetReplyStreamsNeitherCrashesNorHangs) {
           "rank 1: the get %s after %.0f ms\n", rc == ncclSuccess ? "completed" : "failed",
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       if (!g.dereg(mh)) return false;
-      munmap(mem, kSize);
+      munmap(mem, kRegionBytes);
     }
     // No barrier before closing: rank 0 closing is how rank 1 learns its stream failed.
     return g.api.release_target(g.comm, g.target) == ncclSuccess &&

@@ -19,11 +19,11 @@
 namespace e2e {
 namespace {
 
-int g_failures = 0;
+int g_launcher_failures = 0;
 
-void expect(bool ok, const std::string& what) {
+void launcher_expect(bool ok, const std::string& what) {
   if (!ok) {
-    ++g_failures;
+    ++g_launcher_failures;
     std::printf("launcher selftest FAIL: %s\n", what.c_str());
   }
 }
@@ -61,12 +61,14 @@ SetSpec spec(const std::string& net, int n, const std::string& emulate,
 void checkEnvironmentBasics() {
   Environment env({"NCCL_NET=Socket", "NCCL_NET_PLUGIN=a", "NCCL_NETX=b"});
   env.unset("NCCL_NET");
-  expect(env.get("NCCL_NET") == nullptr, "unset left the key");
-  expect(valueOr(env, "NCCL_NET_PLUGIN", "") == "a" && valueOr(env, "NCCL_NETX", "") == "b",
-         "unset of NCCL_NET removed a key it is a prefix of");
+  launcher_expect(env.get("NCCL_NET") == nullptr, "unset left the key");
+  launcher_expect(
+      valueOr(env, "NCCL_NET_PLUGIN", "") == "a" && valueOr(env, "NCCL_NETX", "") == "b",
+      "unset of NCCL_NET removed a key it is a prefix of");
   env.set("NCCL_NET_PLUGIN", "c");
-  expect(occurrences(env, "NCCL_NET_PLUGIN") == 1 && valueOr(env, "NCCL_NET_PLUGIN", "") == "c",
-         "set did not replace the value");
+  launcher_expect(
+      occurrences(env, "NCCL_NET_PLUGIN") == 1 && valueOr(env, "NCCL_NET_PLUGIN", "") == "c",
+      "set did not replace the value");
 }
 
 void checkRankEnvironments() {
@@ -74,45 +76,52 @@ void checkRankEnvironments() {
   for (int r = 0; r < 4; ++r) {
     const Environment e = rankEnvironment(spec("Mesh", 4, "ring"), r, plugin, kInherited);
     const std::string who = "ring rank " + std::to_string(r) + ": ";
-    expect(valueOr(e, "NCCL_MESH_EMULATE", "") == "ring:4:" + std::to_string(r),
-           who + "NCCL_MESH_EMULATE is " + valueOr(e, "NCCL_MESH_EMULATE", "(unset)"));
-    expect(e.get("NCCL_MESH_IFNAME") == nullptr, who + "inherited NCCL_MESH_IFNAME kept");
-    expect(valueOr(e, "NCCL_HOSTID", "") == "host" + std::to_string(r), who + "NCCL_HOSTID");
-    expect(valueOr(e, "NCCL_NET", "") == "Mesh" && valueOr(e, "NCCL_NET_PLUGIN", "") == plugin,
-           who + "net or plugin");
-    expect(e.get("NCCL_TUNER_PLUGIN") == nullptr, who + "inherited NCCL_TUNER_PLUGIN kept");
-    expect(valueOr(e, "NCCL_MESH_TUNER", "") == "auto", who + "NCCL_MESH_TUNER");
-    expect(valueOr(e, "NCCL_PROTO", "") == "Simple", who + "NCCL_PROTO");
-    expect(valueOr(e, "NCCL_DEBUG", "") == "INFO", who + "NCCL_DEBUG not raised to INFO");
-    expect(e.get("NCCL_DEBUG_FILE") == nullptr, who + "NCCL_DEBUG_FILE kept");
-    expect(valueOr(e, "NCCL_NET_PLUGIN_EXTRA", "") == "keep" && e.get("PATH") != nullptr,
-           who + "unrelated variables dropped");
+    launcher_expect(valueOr(e, "NCCL_MESH_EMULATE", "") == "ring:4:" + std::to_string(r),
+                    who + "NCCL_MESH_EMULATE is " + valueOr(e, "NCCL_MESH_EMULATE", "(unset)"));
+    launcher_expect(e.get("NCCL_MESH_IFNAME") == nullptr, who + "inherited NCCL_MESH_IFNAME kept");
+    launcher_expect(valueOr(e, "NCCL_HOSTID", "") == "host" + std::to_string(r),
+                    who + "NCCL_HOSTID");
+    launcher_expect(
+        valueOr(e, "NCCL_NET", "") == "Mesh" && valueOr(e, "NCCL_NET_PLUGIN", "") == plugin,
+        who + "net or plugin");
+    launcher_expect(e.get("NCCL_TUNER_PLUGIN") == nullptr,
+                    who + "inherited NCCL_TUNER_PLUGIN kept");
+    launcher_expect(valueOr(e, "NCCL_MESH_TUNER", "") == "auto", who + "NCCL_MESH_TUNER");
+    launcher_expect(valueOr(e, "NCCL_PROTO", "") == "Simple", who + "NCCL_PROTO");
+    launcher_expect(valueOr(e, "NCCL_DEBUG", "") == "INFO", who + "NCCL_DEBUG not raised to INFO");
+    launcher_expect(e.get("NCCL_DEBUG_FILE") == nullptr, who + "NCCL_DEBUG_FILE kept");
+    launcher_expect(valueOr(e, "NCCL_NET_PLUGIN_EXTRA", "") == "keep" && e.get("PATH") != nullptr,
+                    who + "unrelated variables dropped");
     for (const auto& v : e.vars()) {
       const std::string key = v.substr(0, v.find('='));
-      expect(occurrences(e, key) == 1, who + key + " appears more than once");
+      launcher_expect(occurrences(e, key) == 1, who + key + " appears more than once");
     }
   }
   const Environment line = rankEnvironment(spec("Mesh", 4, "line"), 3, plugin, kInherited);
-  expect(valueOr(line, "NCCL_MESH_EMULATE", "") == "line:4:3", "line rank 3: NCCL_MESH_EMULATE");
+  launcher_expect(valueOr(line, "NCCL_MESH_EMULATE", "") == "line:4:3",
+                  "line rank 3: NCCL_MESH_EMULATE");
 
   const Environment full = rankEnvironment(spec("Mesh", 4, "none"), 1, plugin, kInherited);
-  expect(full.get("NCCL_MESH_EMULATE") == nullptr, "full mesh: inherited NCCL_MESH_EMULATE kept");
-  expect(valueOr(full, "NCCL_MESH_IFNAME", "") == "lo", "full mesh: NCCL_MESH_IFNAME is not lo");
+  launcher_expect(full.get("NCCL_MESH_EMULATE") == nullptr,
+                  "full mesh: inherited NCCL_MESH_EMULATE kept");
+  launcher_expect(valueOr(full, "NCCL_MESH_IFNAME", "") == "lo",
+                  "full mesh: NCCL_MESH_IFNAME is not lo");
 
   const Environment sock = rankEnvironment(spec("Socket", 2, "none"), 0, plugin, kInherited);
-  expect(
+  launcher_expect(
       valueOr(sock, "NCCL_NET_PLUGIN", "") == "none" && valueOr(sock, "NCCL_NET", "") == "Socket",
       "Socket: net or plugin");
-  expect(sock.get("NCCL_MESH_EMULATE") == nullptr, "Socket: NCCL_MESH_EMULATE kept");
+  launcher_expect(sock.get("NCCL_MESH_EMULATE") == nullptr, "Socket: NCCL_MESH_EMULATE kept");
 
   const Environment off = rankEnvironment(spec("Mesh", 4, "ring", "off"), 0, plugin, kInherited);
-  expect(valueOr(off, "NCCL_MESH_TUNER", "") == "off", "tuner off: NCCL_MESH_TUNER");
+  launcher_expect(valueOr(off, "NCCL_MESH_TUNER", "") == "off", "tuner off: NCCL_MESH_TUNER");
   const Environment none = rankEnvironment(spec("Mesh", 4, "ring", "none"), 0, plugin, kInherited);
-  expect(valueOr(none, "NCCL_TUNER_PLUGIN", "") == "none" && none.get("NCCL_MESH_TUNER") == nullptr,
-         "tuner none: NCCL_TUNER_PLUGIN=none and no NCCL_MESH_TUNER");
+  launcher_expect(
+      valueOr(none, "NCCL_TUNER_PLUGIN", "") == "none" && none.get("NCCL_MESH_TUNER") == nullptr,
+      "tuner none: NCCL_TUNER_PLUGIN=none and no NCCL_MESH_TUNER");
   const Environment dflt =
       rankEnvironment(spec("Mesh", 2, "none", "auto", "default"), 0, plugin, kInherited);
-  expect(dflt.get("NCCL_PROTO") == nullptr, "proto default: inherited NCCL_PROTO kept");
+  launcher_expect(dflt.get("NCCL_PROTO") == nullptr, "proto default: inherited NCCL_PROTO kept");
 }
 
 // The interfaces the plugin uses for rank r, from the environment the launcher gives it, through
@@ -123,7 +132,7 @@ std::vector<mesh::topology::Interface> pluginInterfaces(const Environment& env,
   std::string why;
   if (!mesh::topology::discover_mesh_interfaces(valueOr(env, "NCCL_MESH_EMULATE", ""), &all,
                                                 &why)) {
-    expect(false, who + "the plugin rejects the emulation value: " + why);
+    launcher_expect(false, who + "the plugin rejects the emulation value: " + why);
     return {};
   }
   const auto filter = mesh::topology::IfnameFilter::parse(valueOr(env, "NCCL_MESH_IFNAME", ""));
@@ -160,16 +169,17 @@ void checkEmulatedAdjacency() {
           rankEnvironment(spec("Mesh", shape.n, shape.name), r, "/p.so", kInherited);
       used.push_back(pluginInterfaces(env, who));
       const size_t cables = ring || (r > 0 && r < shape.n - 1) ? 2 : 1;
-      expect(used.back().size() == (shape.n == 2 ? 1 : cables),
-             who + "uses " + std::to_string(used.back().size()) + " interfaces");
+      launcher_expect(used.back().size() == (shape.n == 2 ? 1 : cables),
+                      who + "uses " + std::to_string(used.back().size()) + " interfaces");
       for (const auto& itf : used.back()) {
-        expect((itf.addr.addr >> 16) == ((127u << 8) | 77u), who + "address outside 127.77/16");
+        launcher_expect((itf.addr.addr >> 16) == ((127u << 8) | 77u),
+                        who + "address outside 127.77/16");
       }
     }
     for (int a = 0; a < shape.n; ++a) {
       for (int b = a + 1; b < shape.n; ++b) {
         const bool neighbours = b == a + 1 || (ring && a == 0 && b == shape.n - 1);
-        expect(
+        launcher_expect(
             shareSubnet(used[static_cast<size_t>(a)], used[static_cast<size_t>(b)]) == neighbours,
             std::string(shape.name) + ":" + std::to_string(shape.n) + " ranks " +
                 std::to_string(a) + " and " + std::to_string(b) +
@@ -183,9 +193,10 @@ void checkEmulatedAdjacency() {
   std::vector<mesh::topology::Interface> all;
   std::string why;
   mesh::topology::discover_mesh_interfaces("ring:4:0", &all, &why);
-  expect(mesh::topology::select_interfaces(all, mesh::topology::IfnameFilter::parse("eth0"))
-             .used.empty(),
-         "an eth0 filter keeps emulated interfaces (the unset would be pointless)");
+  launcher_expect(
+      mesh::topology::select_interfaces(all, mesh::topology::IfnameFilter::parse("eth0"))
+          .used.empty(),
+      "an eth0 filter keeps emulated interfaces (the unset would be pointless)");
 }
 
 void checkPlan() {
@@ -202,21 +213,23 @@ void checkPlan() {
                                          "check-Mesh-n4-LL",          "check-Socket-n4-LL",
                                          "check-Mesh-ring-n4-Simple", "check-Mesh-ring-n4-LL",
                                          "check-Mesh-line-n4-Simple", "check-Mesh-line-n4-LL"};
-  expect(names == want, "check plan names or order");
+  launcher_expect(names == want, "check plan names or order");
   const auto specs = planProcessSets(o);
-  expect(specs.size() == want.size() && specs[4].emulate == "ring" && specs[4].tuner == "ring" &&
-             specs[4].nranks == 4 && specs[4].proto == "Simple",
-         "check plan: emulated set fields");
+  launcher_expect(specs.size() == want.size() && specs[4].emulate == "ring" &&
+                      specs[4].tuner == "ring" && specs[4].nranks == 4 &&
+                      specs[4].proto == "Simple",
+                  "check plan: emulated set fields");
   o.mode = "bench";
   o.nets = {"Mesh"};
   o.emulate = {"none", "ring"};
   names.clear();
   for (const auto& s : planProcessSets(o)) names.push_back(s.name);
-  expect(names == std::vector<std::string>{"bench-Mesh-n4", "bench-Mesh-ring-n4"}, "bench plan");
-  expect(variantName(spec("Mesh", 4, "ring")) == "Mesh-ring" &&
-             variantName(spec("Mesh", 4, "none")) == "Mesh" &&
-             variantName(spec("Socket", 4, "none")) == "Socket",
-         "variant names");
+  launcher_expect(names == std::vector<std::string>{"bench-Mesh-n4", "bench-Mesh-ring-n4"},
+                  "bench plan");
+  launcher_expect(variantName(spec("Mesh", 4, "ring")) == "Mesh-ring" &&
+                      variantName(spec("Mesh", 4, "none")) == "Mesh" &&
+                      variantName(spec("Socket", 4, "none")) == "Socket",
+                  "variant names");
 }
 
 // Lines as NCCL 2.28.9 and the plugin print them (prefix: host:pid:tid [dev] NCCL INFO).
@@ -265,39 +278,42 @@ std::string without(std::string log, const char* marker) {
 void checkLogScan() {
   const SetSpec ring = spec("Mesh", 4, "ring");
   SetOutcome ok = scan(kGoodRingLog, ring);
-  expect(ok.problems.empty(),
-         "good ring log has problems: " + (ok.problems.empty() ? "" : ok.problems[0]));
-  expect(ok.viaLines == 2 && ok.tunerLoadedRanks == 1 && ok.relayedLines == 1,
-         "good ring log: via/tuner/relayed counts");
-  expect(ok.tunerDecisions.size() == 2 &&
-             ok.tunerDecisions[0] == "steering to Ring (NCCL_MESH_TUNER=auto, 3 or more nodes)",
-         "tuner decision text: " + (ok.tunerDecisions.empty() ? "" : ok.tunerDecisions[0]));
-  expect(ok.ncclVersion == "2.28.9+cuda13.0", "NCCL version");
-  expect(anyProblemHas(scan(without(kGoodRingLog, "TUNER/Plugin"), ring), "TUNER/Plugin"),
-         "missing NCCL tuner load line not reported");
-  expect(anyProblemHas(scan(without(kGoodRingLog, "steering"), ring), "steering to Ring"),
-         "missing tuner decision not reported");
-  expect(anyProblemHas(scan(without(kGoodRingLog, "device 0"), ring), "127.77"),
-         "missing emulated addresses not reported");
-  expect(anyProblemHas(scan(without(kGoodRingLog, "Loaded net plugin"), ring), "Loaded net plugin"),
-         "missing plugin load line not reported");
+  launcher_expect(ok.problems.empty(),
+                  "good ring log has problems: " + (ok.problems.empty() ? "" : ok.problems[0]));
+  launcher_expect(ok.viaLines == 2 && ok.tunerLoadedRanks == 1 && ok.relayedLines == 1,
+                  "good ring log: via/tuner/relayed counts");
+  launcher_expect(
+      ok.tunerDecisions.size() == 2 &&
+          ok.tunerDecisions[0] == "steering to Ring (NCCL_MESH_TUNER=auto, 3 or more nodes)",
+      "tuner decision text: " + (ok.tunerDecisions.empty() ? "" : ok.tunerDecisions[0]));
+  launcher_expect(ok.ncclVersion == "2.28.9+cuda13.0", "NCCL version");
+  launcher_expect(anyProblemHas(scan(without(kGoodRingLog, "TUNER/Plugin"), ring), "TUNER/Plugin"),
+                  "missing NCCL tuner load line not reported");
+  launcher_expect(anyProblemHas(scan(without(kGoodRingLog, "steering"), ring), "steering to Ring"),
+                  "missing tuner decision not reported");
+  launcher_expect(anyProblemHas(scan(without(kGoodRingLog, "device 0"), ring), "127.77"),
+                  "missing emulated addresses not reported");
+  launcher_expect(
+      anyProblemHas(scan(without(kGoodRingLog, "Loaded net plugin"), ring), "Loaded net plugin"),
+      "missing plugin load line not reported");
   // A failed rank is judged by its exit status; the proof is not required of it.
-  expect(scan(without(kGoodRingLog, "TUNER/Plugin"), ring, false).problems.empty(),
-         "proof required of a rank that failed");
-  expect(anyProblemHas(scan(kGoodRingLog, spec("Mesh", 4, "ring", "off")), "\"off...\""),
-         "tuner off: a steering decision accepted");
-  expect(
+  launcher_expect(scan(without(kGoodRingLog, "TUNER/Plugin"), ring, false).problems.empty(),
+                  "proof required of a rank that failed");
+  launcher_expect(anyProblemHas(scan(kGoodRingLog, spec("Mesh", 4, "ring", "off")), "\"off...\""),
+                  "tuner off: a steering decision accepted");
+  launcher_expect(
       anyProblemHas(scan(kGoodRingLog, spec("Mesh", 4, "ring", "none")), "NCCL_TUNER_PLUGIN=none"),
       "tuner none: a loaded tuner accepted");
   // The full mesh keeps its old requirements: no tuner or emulation lines needed.
   const std::string plain =
       without(without(without(kGoodRingLog, "TUNER/Plugin"), "steering"), "device 0");
-  expect(scan(plain, spec("Mesh", 4, "none")).problems.empty(), "full mesh needs tuner lines");
+  launcher_expect(scan(plain, spec("Mesh", 4, "none")).problems.empty(),
+                  "full mesh needs tuner lines");
   const std::string socketVia = std::string(kGoodRingLog) +
                                 "h:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via "
                                 "NET/Socket/0\n";
-  expect(anyProblemHas(scan(socketVia, ring), "traffic not via NET/Mesh"),
-         "a Socket via line in a Mesh set not reported");
+  launcher_expect(anyProblemHas(scan(socketVia, ring), "traffic not via NET/Mesh"),
+                  "a Socket via line in a Mesh set not reported");
 
   // No relay in the build: the plugin's WARN on main, for a non-neighbour pair.
   const std::string noRelay =
@@ -307,21 +323,22 @@ void checkLogScan() {
       "NCCL_MESH_IFNAME. Relaying through a neighbour is not supported yet (planned setting "
       "NCCL_MESH_RELAY): with NCCL, order ranks so ring neighbours share a cable\n";
   const SetOutcome nr = scan(noRelay, ring, false);
-  expect(nr.unreachablePeer.find("no relay") != std::string::npos && anyProblemHas(nr, "no relay"),
-         "missing relay not named: " + nr.unreachablePeer);
+  launcher_expect(
+      nr.unreachablePeer.find("no relay") != std::string::npos && anyProblemHas(nr, "no relay"),
+      "missing relay not named: " + nr.unreachablePeer);
   const SetOutcome off = scan(
       "h:1:1 [0] NCCL WARN NET/Mesh : connect: no common subnet with the peer (it advertises x; "
       "local subnets: y) and relaying is off (NCCL_MESH_RELAY=0). Check\n",
       ring, false);
-  expect(off.unreachablePeer.find("NCCL_MESH_RELAY=0") != std::string::npos,
-         "relay off not named: " + off.unreachablePeer);
+  launcher_expect(off.unreachablePeer.find("NCCL_MESH_RELAY=0") != std::string::npos,
+                  "relay off not named: " + off.unreachablePeer);
   const SetOutcome gpu = scan(
       "h:1:1 [0] NCCL WARN NET/Mesh : connect: device mesh0 advertises GPU memory "
       "(NCCL_PTR_CUDA/DMABUF), but the peer (x) shares no subnet with this host, so the "
       "connection would be relayed over TCP\n",
       ring, false);
-  expect(gpu.unreachablePeer.find("GPU buffers") != std::string::npos,
-         "GPU-memory relay refusal not named: " + gpu.unreachablePeer);
+  launcher_expect(gpu.unreachablePeer.find("GPU buffers") != std::string::npos,
+                  "GPU-memory relay refusal not named: " + gpu.unreachablePeer);
 }
 
 void checkBusBwRatio() {
@@ -341,16 +358,16 @@ void checkBusBwRatio() {
                                       row("all_reduce", 128 * M, 10),
                                       row("all_reduce", 256 * M, 10), row("all_gather", 64 * M, 5)};
   const BusBwRatio r = largeMessageBusBwRatio(ring, full, "all_reduce", kLargeMessageBytes);
-  expect(r.sizes == 2 && r.ratio > 0.924 && r.ratio < 0.926,
-         "ring/full ratio over verified sizes >= 64 MiB: " + std::to_string(r.ratio) + " over " +
-             std::to_string(r.sizes));
-  expect(r.ratio < kEmulatedVsFullTarget + 0.03 && r.ratio >= kEmulatedVsFullTarget,
-         "0.925 meets the 0.9 target");
+  launcher_expect(r.sizes == 2 && r.ratio > 0.924 && r.ratio < 0.926,
+                  "ring/full ratio over verified sizes >= 64 MiB: " + std::to_string(r.ratio) +
+                      " over " + std::to_string(r.sizes));
+  launcher_expect(r.ratio < kEmulatedVsFullTarget + 0.03 && r.ratio >= kEmulatedVsFullTarget,
+                  "0.925 meets the 0.9 target");
   const BusBwRatio none = largeMessageBusBwRatio(ring, {}, "all_reduce", kLargeMessageBytes);
-  expect(none.sizes == 0 && none.ratio == 0, "ratio without a full mesh");
+  launcher_expect(none.sizes == 0 && none.ratio == 0, "ratio without a full mesh");
   const BusBwRatio small = largeMessageBusBwRatio({row("all_reduce", 16 * M, 1.0)}, full,
                                                   "all_reduce", kLargeMessageBytes);
-  expect(small.sizes == 0, "sizes below 64 MiB counted");
+  launcher_expect(small.sizes == 0, "sizes below 64 MiB counted");
 }
 
 }  // namespace
@@ -362,9 +379,9 @@ int runLauncherSelftest() {
   checkPlan();
   checkLogScan();
   checkBusBwRatio();
-  std::printf("launcher selftest: %s (%d failures)\n", g_failures == 0 ? "PASS" : "FAIL",
-              g_failures);
-  return g_failures == 0 ? 0 : 1;
+  std::printf("launcher selftest: %s (%d failures)\n", g_launcher_failures == 0 ? "PASS" : "FAIL",
+              g_launcher_failures);
+  return g_launcher_failures == 0 ? 0 : 1;
 }
 
 }  // namespace e2e

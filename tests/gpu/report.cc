@@ -10,7 +10,7 @@
 namespace e2e {
 namespace {
 
-constexpr const char* kBenchColls[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall"};
+constexpr const char* kReportedColls[] = {"all_reduce", "all_gather", "reduce_scatter", "alltoall"};
 constexpr size_t kBigBytes = kLargeMessageBytes;  // "large message" threshold of the targets
 constexpr double kBusBwTarget = 2.5;              // plugin busbw / Socket busbw at >= 64 MiB
 constexpr size_t kSmallBytes = 1u << 10;          // the latency target: 1 KiB all_reduce
@@ -249,7 +249,7 @@ int writeBenchReport(const Options& o, const std::vector<SetOutcome>& sets) {
   std::ostringstream t;
   bool firstCmp = true;
   for (int n : o.ranks) {
-    for (const char* coll : kBenchColls) {
+    for (const char* coll : kReportedColls) {
       std::set<size_t> sizes;
       for (const auto& net : o.nets) {
         auto it = rows.find({net, n});
@@ -376,7 +376,7 @@ int writeBenchReport(const Options& o, const std::vector<SetOutcome>& sets) {
       const auto emu = rows.find({variant, n});
       const auto full = rows.find({"Mesh", n});
       if (emu == rows.end()) continue;
-      for (const char* coll : kBenchColls) {
+      for (const char* coll : kReportedColls) {
         std::set<size_t> sizes;
         for (const auto& r : emu->second) {
           if (r.coll == coll) sizes.insert(r.bytes);

@@ -103,6 +103,12 @@ struct Context {
                       int sender, uint64_t index);
 };
 
+// Mappings (Arena's, GIN's windows) are whole pages.
+inline constexpr uint64_t kPage = 4096;
+inline uint64_t whole_pages(uint64_t bytes) {
+  return (bytes + kPage - 1) / kPage * kPage;
+}
+
 // Memory the patterns move data in: page-aligned, pre-faulted (page faults are not what the
 // bench measures), registered with regMr(NCCL_PTR_HOST) once on every send and recv comm.
 class Arena {

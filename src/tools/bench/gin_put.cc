@@ -18,7 +18,6 @@
 namespace mesh::bench {
 namespace {
 
-constexpr uint64_t kPage = 4096;
 // Every rank passes the same id: the GIN greeting refuses peers of another communicator, and
 // the bench's ranks form exactly one.
 constexpr uint64_t kGinCommId = 0x6d6573682d67696eull;  // "mesh-gin"
@@ -47,7 +46,7 @@ class GinPairTransport final : public PairTransport {
       region_ = std::max(
           region_, static_cast<uint64_t>(plan_window(s, ctx.opt.window, ctx.opt.buffer_bytes)) * s);
     }
-    region_ = (region_ + kPage - 1) / kPage * kPage;
+    region_ = whole_pages(region_);
     // Send half, then receive half, at the same offsets on every rank: a put names the target's
     // registration and an offset, so the layout must be symmetric like NCCL's windows.
     mem_ = map(2 * region_);

@@ -15,12 +15,6 @@
 namespace mesh::bench {
 namespace {
 
-constexpr uint64_t kPage = 4096;
-
-uint64_t round_up(uint64_t v, uint64_t to) {
-  return (v + to - 1) / to * to;
-}
-
 struct PairOrder {
   int src;
   int dst;
@@ -82,7 +76,7 @@ std::vector<Row> run_pairs(Context& ctx) {
         std::max(region, static_cast<uint64_t>(plan_window(s, opt.window, opt.buffer_bytes)) * s);
     if (s <= opt.latency_max_bytes) region = std::max(region, 2 * s);
   }
-  region = round_up(region, kPage);
+  region = whole_pages(region);
   Arena arena(ctx, 2 * region + kPage);
   uint8_t* send_slots = arena.data();
   uint8_t* recv_slots = arena.data() + region;

@@ -18,12 +18,6 @@
 namespace mesh::bench {
 namespace {
 
-constexpr uint64_t kPage = 4096;
-
-uint64_t round_up(uint64_t v, uint64_t to) {
-  return (v + to - 1) / to * to;
-}
-
 struct RingBuffers {
   float* send = nullptr;  // input
   float* recv = nullptr;  // output
@@ -441,12 +435,12 @@ std::vector<Row> run_ring(Context& ctx) {
   const uint64_t max_bytes = *std::max_element(opt.sizes.begin(), opt.sizes.end());
   const uint64_t chunk_max = (max_bytes / 4 + static_cast<uint64_t>(ctx.nranks) - 1) /
                              static_cast<uint64_t>(ctx.nranks) * 4;
-  const uint64_t io_bytes = round_up(max_bytes, kPage);
+  const uint64_t io_bytes = whole_pages(max_bytes);
   // tmp: a stepped reduce-scatter's incoming chunk, or each channel's window of slices.
   const uint64_t window_bytes = std::min(static_cast<uint64_t>(opt.window) * opt.slice_bytes,
                                          std::max(opt.buffer_bytes, opt.slice_bytes));
   const uint64_t tmp_bytes =
-      round_up(std::max(chunk_max, window_bytes * static_cast<uint64_t>(opt.channels)), kPage);
+      whole_pages(std::max(chunk_max, window_bytes * static_cast<uint64_t>(opt.channels)));
   Arena arena(ctx, 2 * io_bytes + tmp_bytes);
   RingBuffers buf;
   buf.send = reinterpret_cast<float*>(arena.data());

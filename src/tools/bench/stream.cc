@@ -17,7 +17,6 @@ namespace mesh::bench {
 namespace {
 
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
-constexpr uint64_t kPage = 4096;
 
 double secs(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -60,7 +59,7 @@ std::vector<Row> run_stream(Context& ctx) {
   const int window =
       plan_window(size, opt.window, opt.buffer_bytes / static_cast<uint64_t>(npeers));
   const uint64_t w = static_cast<uint64_t>(window);
-  const uint64_t region = (w * size + kPage - 1) / kPage * kPage;
+  const uint64_t region = whole_pages(w * size);
   Arena arena(ctx, 2 * region * static_cast<uint64_t>(npeers));
 
   std::vector<PeerStream> peers;

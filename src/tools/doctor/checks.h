@@ -27,6 +27,13 @@ struct Finding {
 using Findings = std::vector<Finding>;
 
 const char* verdict_name(Verdict v);  // "ok", "warn", "fail"
+
+// The items for a finding's text: "a, b, c" (or another separator).
+inline std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
 Verdict worst(const Findings& findings);
 
 // Local checks (checks_network.cc).

@@ -23,12 +23,6 @@ const char* kVersionMap =
     "ncclGinPlugin_v12, 2.30.3/2.30.4 ncclGinPlugin_v13, 2.30.7 ncclRmaPlugin_v14 (or "
     "ncclGinPlugin_v13 as RMA v13), 2.31 ncclRmaPlugin_v15";
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }

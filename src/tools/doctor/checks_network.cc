@@ -15,12 +15,6 @@ std::string label(const Interface& itf) {
   return itf.name + " (" + format_prefix(itf.addr) + ")";
 }
 
-std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
-
 // sysctl(8) writes the dots inside an interface name ("eth0.100") as slashes.
 std::string sysctl_key(const std::string& scope, const char* key) {
   std::string s = scope;

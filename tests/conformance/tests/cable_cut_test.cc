@@ -20,8 +20,6 @@
 namespace conformance {
 namespace {
 
-constexpr uint64_t MiB = 1024 * 1024;
-
 const char* cut_link() {
   const char* v = std::getenv("MESH_CONFORMANCE_CUT_LINK");
   return v != nullptr && v[0] != '\0' ? v : nullptr;

@@ -31,8 +31,6 @@
 namespace conformance {
 namespace {
 
-constexpr uint64_t MiB = 1024 * 1024;
-
 class CloseAfterSendTest : public VersionedTest {
  protected:
   void SetUp() override {

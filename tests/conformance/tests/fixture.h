@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,6 +20,9 @@
 #include "harness/transfer.h"
 
 namespace conformance {
+
+inline constexpr uint64_t KiB = 1024;
+inline constexpr uint64_t MiB = 1024 * 1024;
 
 std::string plugin_path();
 std::string peer_path();

@@ -20,9 +20,6 @@
 namespace conformance {
 namespace {
 
-constexpr uint64_t KiB = 1024;
-constexpr uint64_t MiB = 1024 * 1024;
-
 bool rdma_lane() {
   return expected_transport() == "rdma";
 }

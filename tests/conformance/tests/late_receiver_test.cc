@@ -15,15 +15,14 @@
 namespace conformance {
 namespace {
 
-constexpr uint64_t MiB = 1024 * 1024;
 constexpr int kPeerTcpUserTimeoutMs = 1500;
-const Millis kReplyWait = scaled(60000);
+const Millis kLateReplyWait = scaled(60000);
 
 TEST(LateReceiverTest, SendWaitsForAReceiverThatPostsLate) {
   const std::vector<std::string> env = {"NCCL_MESH_TCP_USER_TIMEOUT_MS=" +
                                         std::to_string(kPeerTcpUserTimeoutMs)};
   PeerPair pair;
-  ASSERT_TRUE(connect_peer_pair(env, env, kReplyWait, &pair));
+  ASSERT_TRUE(connect_peer_pair(env, env, kLateReplyWait, &pair));
   PeerProcess* sender = pair.sender.get();
   PeerProcess* receiver = pair.receiver.get();
 
@@ -46,8 +45,8 @@ TEST(LateReceiverTest, SendWaitsForAReceiverThatPostsLate) {
   ASSERT_TRUE(receiver->start(Op::kTransfer, to_receiver));
   ASSERT_TRUE(sender->start(Op::kTransfer, to_sender));
   TransferReply sent, received;
-  ASSERT_TRUE(sender->finish(&sent, kReplyWait)) << sender->error();
-  ASSERT_TRUE(receiver->finish(&received, kReplyWait)) << receiver->error();
+  ASSERT_TRUE(sender->finish(&sent, kLateReplyWait)) << sender->error();
+  ASSERT_TRUE(receiver->finish(&received, kLateReplyWait)) << receiver->error();
   ASSERT_EQ(sent.results.size(), 1u);
   ASSERT_EQ(received.results.size(), 1u);
   EXPECT_TRUE(sent.results[0].ok) << "receiver late by " << delay_ms << " ms: sender "
@@ -55,8 +54,8 @@ TEST(LateReceiverTest, SendWaitsForAReceiverThatPostsLate) {
   EXPECT_TRUE(received.results[0].ok)
       << "receiver late by " << delay_ms << " ms: receiver " << describe(recv, received.results[0]);
 
-  EXPECT_EQ(sender->quit(kReplyWait), "");
-  EXPECT_EQ(receiver->quit(kReplyWait), "");
+  EXPECT_EQ(sender->quit(kLateReplyWait), "");
+  EXPECT_EQ(receiver->quit(kLateReplyWait), "");
 }
 
 }  // namespace

@@ -17,8 +17,7 @@
 namespace conformance {
 namespace {
 
-constexpr uint64_t KiB = 1024;
-const Millis kReplyWait = scaled(120000);
+const Millis kMixedReplyWait = scaled(120000);
 
 // One run: `count` messages of `size`, one in flight at a time, from a peer whose plugin runs
 // with `sender_window` to one with `receiver_window`. Returns the transfer's wall time in us.
@@ -27,7 +26,7 @@ uint64_t timed_one_way(uint64_t sender_window, uint64_t receiver_window, uint64_
   PeerPair pair;
   if (!connect_peer_pair({"NCCL_MESH_TCP_EAGER_WINDOW=" + std::to_string(sender_window)},
                          {"NCCL_MESH_TCP_EAGER_WINDOW=" + std::to_string(receiver_window)},
-                         kReplyWait, &pair)) {
+                         kMixedReplyWait, &pair)) {
     return 0;
   }
   PeerProcess* sender = pair.sender.get();
@@ -49,8 +48,8 @@ uint64_t timed_one_way(uint64_t sender_window, uint64_t receiver_window, uint64_
   EXPECT_TRUE(receiver->start(Op::kTransfer, to_receiver));
   EXPECT_TRUE(sender->start(Op::kTransfer, to_sender));
   TransferReply sent, received;
-  EXPECT_TRUE(sender->finish(&sent, kReplyWait)) << sender->error();
-  EXPECT_TRUE(receiver->finish(&received, kReplyWait)) << receiver->error();
+  EXPECT_TRUE(sender->finish(&sent, kMixedReplyWait)) << sender->error();
+  EXPECT_TRUE(receiver->finish(&received, kMixedReplyWait)) << receiver->error();
   const uint64_t us = elapsed_us(start);
   EXPECT_EQ(sent.results.size(), 1u);
   EXPECT_EQ(received.results.size(), 1u);
@@ -58,8 +57,8 @@ uint64_t timed_one_way(uint64_t sender_window, uint64_t receiver_window, uint64_
     EXPECT_TRUE(sent.results[0].ok) << "sender " << describe(send, sent.results[0]);
     EXPECT_TRUE(received.results[0].ok) << "receiver " << describe(recv, received.results[0]);
   }
-  EXPECT_EQ(sender->quit(kReplyWait), "");
-  EXPECT_EQ(receiver->quit(kReplyWait), "");
+  EXPECT_EQ(sender->quit(kMixedReplyWait), "");
+  EXPECT_EQ(receiver->quit(kMixedReplyWait), "");
   return us;
 }
 

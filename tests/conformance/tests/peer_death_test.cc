@@ -9,7 +9,6 @@
 namespace conformance {
 namespace {
 
-constexpr uint64_t MiB = 1024 * 1024;
 // From the kill to the error. The kernel resets the dead process's sockets at once, so this only
 // allows for scheduling and for a plugin that notices the reset on its next poll.
 const Millis kDeathNoticeLimit = scaled(10000);

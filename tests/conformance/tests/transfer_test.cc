@@ -19,9 +19,6 @@
 namespace conformance {
 namespace {
 
-constexpr uint64_t KiB = 1024;
-constexpr uint64_t MiB = 1024 * 1024;
-
 class TransferTest : public VersionedTest {
  protected:
   void SetUp() override {
