@@ -74,8 +74,9 @@ TEST(MixedEagerWindowTest, TheReceiverClearsUnaskedByTheSendersWindow) {
       "%zu messages of 160 KiB, one at a time: %.1f ms with the same window, %.1f ms "
       "with the receiver's 128 times larger\n",
       kCount, static_cast<double>(same) / 1000, static_cast<double>(mixed) / 1000);
-  // Waiting out the grace period is at least 6 s more for the 300 messages.
-  EXPECT_LT(mixed, same + same / 2 + static_cast<uint64_t>(scaled(150).count()) * 1000)
+  // Waiting out the grace period is at least 6 s more for the 300 messages; the bound leaves the
+  // second run room for a busy machine (ctest runs tests side by side: 107 and 313 ms seen).
+  EXPECT_LT(mixed, 2 * same + static_cast<uint64_t>(scaled(1000).count()) * 1000)
       << "the receiver did not send the clear-to-sends unasked that the sender waited for";
   // The other way round the sender asks for each one (a quarter of 16 MiB is more than 160 KiB)
   // and the receiver sends none unasked: correct either way.
