@@ -27,6 +27,7 @@ struct Finding {
 using Findings = std::vector<Finding>;
 
 const char* verdict_name(Verdict v);  // "ok", "warn", "fail"
+Verdict worst(const Findings& findings);
 
 // The items for a finding's text: "a, b, c" (or another separator).
 inline std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
@@ -34,7 +35,6 @@ inline std::string join(const std::vector<std::string>& items, const char* sep =
   for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
   return out;
 }
-Verdict worst(const Findings& findings);
 
 // Local checks (checks_network.cc).
 Findings check_mesh_interfaces(const Inventory& inv, const Model& m);  // anything usable at all

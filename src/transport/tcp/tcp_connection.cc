@@ -372,8 +372,7 @@ bool TcpConnection::may_ask_now(size_t size) {
     return true;
   }
   const int64_t now = monotonic_ns();
-  if (!unasked_wait_ || unasked_wait_seq_ != next_seq_) {
-    unasked_wait_ = true;
+  if (unasked_wait_until_ns_ == 0 || unasked_wait_seq_ != next_seq_) {
     unasked_wait_seq_ = next_seq_;
     unasked_wait_until_ns_ = now + options_.ask_grace_ns;
     return false;

@@ -157,9 +157,9 @@ class TcpConnection final : public Connection {
   size_t asks_waiting_ = 0;
   // Sender: a message whose receiver sends its clear-to-send unasked (wire.h) does not ask
   // within the grace period: isend answers "retry later" until the record comes or the period
-  // is over. Which message waits so (next_seq_ when it first did), and until when.
+  // is over. Which message waits so (next_seq_ when it first did), and until when (0: none has
+  // waited yet; a deadline on the steady clock is never 0).
   bool may_ask_now(size_t size);
-  bool unasked_wait_ = false;
   uint32_t unasked_wait_seq_ = 0;
   int64_t unasked_wait_until_ns_ = 0;
   // Sender: which messages went before their clear-to-send and still charge eager_bytes or
