@@ -101,7 +101,8 @@ class TcpConnection final : public Connection {
   bool accept_ask(const MessageHeader& h);         // receiver
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
-  bool start_parts(Request* r, uint16_t nparts);
+  // Queues a message's parts; receiver: `first_done` bytes of the first came with the header.
+  bool start_parts(Request* r, uint16_t nparts, size_t first_done = 0);
   void fail(ncclResult_t code, const std::string& why);
   ncclResult_t report_failure();
 
@@ -182,6 +183,9 @@ class TcpConnection final : public Connection {
   // the next header proper, and asks read before their receive was posted.
   bool on_request_ = false;
   uint32_t rx_next_header_ = 0;
+  // Receiver: the last message's first part, the guess for the next one's
+  // (DataStream::read_header_and_payload; 0: none yet, the stage way).
+  size_t rx_first_part_ = 0;
   std::array<bool, NCCL_NET_MAX_REQUESTS> asked_{};
   // Sender, eager messages (sent before their clear-to-send): the bytes they charge against
   // eager_bytes until it arrives, and each one's size, to check against the capacity it brings.
