@@ -6,7 +6,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace mesh::tcp;
-  if (size < kHeaderSize) return 0;
+  if (size < kHeaderFieldsSize) return 0;  // decode_header reads the fields only
+  if (size >= kHeaderSize) (void)header_padding_is_zero(data);
   const MessageHeader h = decode_header(data);
   const uint32_t nparts = h.nparts == 0 ? 1 : h.nparts;
   size_t next = 0;

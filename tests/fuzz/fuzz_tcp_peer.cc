@@ -174,11 +174,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                   : in.ConsumeIntegral<uint64_t>();
         uint8_t b[kHeaderSize];
         encode_header(h, b);
+        // Padding that is not zero, now and then.
+        if (in.ConsumeBool()) b[kHeaderFieldsSize + in.ConsumeIntegralInRange<size_t>(0, 47)] = 1;
         // Where it goes: a data socket (a header, with payload bytes behind it) or the control
-        // socket (an ask, or a header where none belongs).
+        // socket (an ask's 16 bytes, or a header where none belongs).
         const size_t i = in.ConsumeIntegralInRange<size_t>(0, streams);
         const int fd = i == streams ? raw_control.get() : raw_data[i].get();
-        write_some(fd, b, sizeof(b));
+        write_some(fd, b, i == streams ? kAskSize : sizeof(b));
         if (i < streams && in.ConsumeBool()) {
           bytes.assign(in.ConsumeIntegralInRange<size_t>(0, 70 * 1024), 0x5a);
           write_some(fd, bytes.data(), bytes.size());

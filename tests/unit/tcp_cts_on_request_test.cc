@@ -82,6 +82,16 @@ void write_header(int fd, const MessageHeader& h, const std::vector<uint8_t>& pa
   }
 }
 
+// A record on the control socket: the header's fields alone (wire.h kAskSize).
+void write_ask(int fd, const MessageHeader& h, const std::vector<uint8_t>& payload = {}) {
+  uint8_t b[kAskSize];
+  encode_ask(h, b);
+  ASSERT_TRUE(send_all(fd, b, sizeof(b)));
+  if (!payload.empty()) {
+    ASSERT_TRUE(send_all(fd, payload.data(), payload.size()));
+  }
+}
+
 void write_cts(int fd, const ClearToSend& c) {
   uint8_t b[kCtsSize];
   encode_cts(c, b);
@@ -258,7 +268,7 @@ TEST(TcpCtsOnRequest, TheSenderAsksOnTheWireAndSendsOnceItsClearToSendArrives) {
   std::vector<uint8_t> got(1024);
   ASSERT_TRUE(read_exact(h.data.get(), got.data(), got.size()));
   EXPECT_EQ(got, m0);
-  ASSERT_TRUE(read_exact(h.control.get(), b, sizeof(b)));
+  ASSERT_TRUE(read_exact(h.control.get(), b, kAskSize));
   hd = decode_header(b);
   EXPECT_EQ(hd.seq, 1u);
   EXPECT_EQ(hd.flags, kFlagAsk | kFlagOnRequest) << "the second message did not ask";
@@ -295,14 +305,15 @@ TEST(TcpCtsOnRequest, AnAskedMessageTooLargeForItsBufferSendsItsHeaderAloneAndFa
   ASSERT_NO_FATAL_FAILURE(post_small_then_asking(h, &t));
   std::vector<uint8_t> first(kHeaderSize + t.small.size());
   ASSERT_TRUE(read_exact(h.data.get(), first.data(), first.size()));
-  uint8_t b[kHeaderSize];
+  uint8_t b[kAskSize];
   ASSERT_TRUE(read_exact(h.control.get(), b, sizeof(b)));
   ASSERT_EQ(decode_header(b).flags, kFlagAsk | kFlagOnRequest);
   ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {1, 0, 1 << 20}));
   EXPECT_EQ(error_of(*h.conn, t.s1, "a send larger than the receiver's buffer completed"),
             ncclInvalidUsage);
-  ASSERT_TRUE(read_exact(h.data.get(), b, sizeof(b))) << "the header did not go out";
-  const MessageHeader hd = decode_header(b);
+  uint8_t header[kHeaderSize];
+  ASSERT_TRUE(read_exact(h.data.get(), header, sizeof(header))) << "the header did not go out";
+  const MessageHeader hd = decode_header(header);
   EXPECT_EQ(hd.seq, 1u);
   EXPECT_EQ(hd.size, t.large.size());
   EXPECT_FALSE(readable_within(h.data.get(), 200)) << "payload sent into a buffer too small";
@@ -363,7 +374,7 @@ TEST(TcpCtsOnRequest, AMessageWhoseUnaskedRecordDoesNotComeAsksAfterTheGracePeri
   const auto waited = std::chrono::steady_clock::now() - start;
   ASSERT_NE(t.s1, nullptr) << "no ask after the grace period";
   EXPECT_GE(waited, std::chrono::milliseconds(kGraceMs)) << "asked before the grace period";
-  uint8_t b[kHeaderSize];
+  uint8_t b[kAskSize];
   ASSERT_TRUE(read_exact(h.control.get(), b, sizeof(b)));
   const MessageHeader ask = decode_header(b);
   EXPECT_EQ(ask.seq, 1u);
@@ -389,7 +400,7 @@ TEST(TcpCtsOnRequest, AnAskBehindItsHeaderIsDroppedAHeaderOnTheControlSocketFail
   auto p0 = pattern(100, 1);
   ASSERT_NO_FATAL_FAILURE(write_header(data, {0, kFlagOnRequest, 1, 100}, p0));
   ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r0));
-  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {0, kFlagAsk | kFlagOnRequest, 0, 100}));
+  ASSERT_NO_FATAL_FAILURE(write_ask(ctl, {0, kFlagAsk | kFlagOnRequest, 0, 100}));
   void* r1 = post_recv(*h.conn, b1);
   EXPECT_FALSE(test_a_few(*h.conn, r1)) << "the stale ask failed the connection";
   EXPECT_FALSE(readable_within(ctl, 100)) << "a clear-to-send for a message already received";
@@ -400,8 +411,29 @@ TEST(TcpCtsOnRequest, AnAskBehindItsHeaderIsDroppedAHeaderOnTheControlSocketFail
   // A header proper on the control socket.
   std::vector<uint8_t> b2(4096);
   void* r2 = post_recv(*h.conn, b2);
-  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {2, kFlagOnRequest, 1, 10}, pattern(10, 3)));
+  ASSERT_NO_FATAL_FAILURE(write_ask(ctl, {2, kFlagOnRequest, 1, 10}, pattern(10, 3)));
   EXPECT_EQ(wait_done(*h.conn, r2), ncclRemoteError);
+}
+
+// A header whose padding is not zero (wire.h: reserved) fails the receive as a corrupted stream,
+// before any payload byte is taken for the message; a well-formed one before it arrives intact.
+TEST(TcpCtsOnRequest, AHeaderWithPaddingNotZeroFailsTheReceiver) {
+  HalfRaw h = half_raw(/*sender=*/false, options(1024 * 1024));
+  const int data = h.data.get();
+  std::vector<uint8_t> b0(4096), b1(4096);
+  void* r0 = post_recv(*h.conn, b0);
+  auto p0 = pattern(100, 1);
+  ASSERT_NO_FATAL_FAILURE(write_header(data, {0, kFlagOnRequest, 1, 100}, p0));
+  ASSERT_EQ(ncclSuccess, wait_done(*h.conn, r0));
+  EXPECT_TRUE(std::equal(p0.begin(), p0.end(), b0.begin()));
+  void* r1 = post_recv(*h.conn, b1);
+  uint8_t bad[kHeaderSize];
+  encode_header({1, kFlagOnRequest, 1, 100}, bad);
+  bad[kHeaderSize - 1] = 1;
+  ASSERT_TRUE(send_all(data, bad, sizeof(bad)));
+  auto p1 = pattern(100, 2);
+  ASSERT_TRUE(send_all(data, p1.data(), p1.size()));
+  EXPECT_EQ(wait_done(*h.conn, r1), ncclRemoteError);
 }
 
 TEST(TcpCtsOnRequest, AClearToSendThatSkipsAMessageThatAskedFailsTheSender) {
@@ -428,8 +460,8 @@ TEST(TcpCtsOnRequest, TheReceiverAnswersAsksAndCreditsOnly) {
   EXPECT_FALSE(test_once(*h.conn, r1));
   EXPECT_FALSE(readable_within(ctl, 200)) << "a clear-to-send nobody asked for";
   // ...one for an ask, answered once its receive is posted...
-  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {1, kFlagAsk | kFlagOnRequest, 0, 1000}));
-  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {2, kFlagAsk | kFlagOnRequest, 0, 50}));
+  ASSERT_NO_FATAL_FAILURE(write_ask(ctl, {1, kFlagAsk | kFlagOnRequest, 0, 1000}));
+  ASSERT_NO_FATAL_FAILURE(write_ask(ctl, {2, kFlagAsk | kFlagOnRequest, 0, 50}));
   EXPECT_FALSE(test_a_few(*h.conn, r1));
   ASSERT_TRUE(read_exact(ctl, c, sizeof(c)));
   EXPECT_EQ(decode_cts(c).seq, 1u);
@@ -499,7 +531,7 @@ TEST(TcpCtsOnRequest, TheReceiverReadsAsksOnlyAfterEightPollsWithoutAHeader) {
   const int data = h.data.get();
   ASSERT_NO_FATAL_FAILURE(first_message_on_request(h));
   // Flags 0: no ask. Read, it fails the connection ("malformed ask").
-  ASSERT_NO_FATAL_FAILURE(write_header(ctl, {7, 0, 0, 8}));
+  ASSERT_NO_FATAL_FAILURE(write_ask(ctl, {7, 0, 0, 8}));
   constexpr int kMessages = 24;  // three times kAskPolls misses, one per message
   for (uint32_t seq = 1; seq <= kMessages; ++seq) {
     std::vector<uint8_t> b(4096);
@@ -600,23 +632,23 @@ TEST(TcpCtsOnRequest, AsksOutsideTheRequestWindowOrTwiceFailTheReceiver) {
     switch (c) {
       case kOutOfWindow:
         ASSERT_NO_FATAL_FAILURE(
-            write_header(ctl, {NCCL_NET_MAX_REQUESTS + 1, kFlagAsk | kFlagOnRequest, 0, 8}));
+            write_ask(ctl, {NCCL_NET_MAX_REQUESTS + 1, kFlagAsk | kFlagOnRequest, 0, 8}));
         break;
       case kTwiceUnposted:
-        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask5));
-        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask5));
+        ASSERT_NO_FATAL_FAILURE(write_ask(ctl, ask5));
+        ASSERT_NO_FATAL_FAILURE(write_ask(ctl, ask5));
         break;
       case kTwicePosted:
-        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask0));
-        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask0));
+        ASSERT_NO_FATAL_FAILURE(write_ask(ctl, ask0));
+        ASSERT_NO_FATAL_FAILURE(write_ask(ctl, ask0));
         break;
       case kTwiceAroundThePost: {
         // The first ask is read before its receive is posted (kept until irecv answers it).
-        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask1));
+        ASSERT_NO_FATAL_FAILURE(write_ask(ctl, ask1));
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         EXPECT_FALSE(test_a_few(*h.conn, r0));
         post_recv(*h.conn, b1);
-        ASSERT_NO_FATAL_FAILURE(write_header(ctl, ask1));
+        ASSERT_NO_FATAL_FAILURE(write_ask(ctl, ask1));
         break;
       }
     }

@@ -1,24 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-// The 16-byte per-message header (in front of a message's first part) and the clear-to-send.
+// The per-message header (64 bytes in front of a message's first part: 16 of fields, 48 of zero
+// padding), the 16-byte ask on the control socket, and the clear-to-send.
 #include "transport/tcp/wire.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
 namespace mesh::tcp {
 namespace {
 
-static_assert(kHeaderSize == 16);
+static_assert(kHeaderSize == 64 && kHeaderFieldsSize == 16 && kAskSize == 16);
 static_assert(kFlagOnRequest == 0x2 && kFlagCredit == 0x4 && kFlagAsk == 0x8);
 
-using Buffer = std::array<uint8_t, kHeaderSize>;
+using Buffer = std::array<uint8_t, kHeaderFieldsSize>;
 
 TEST(WireHeader, BigEndianLayout) {
   const MessageHeader h{0x01020304u, 0x0506, 0x0708, 0x1122334455667788ull};
   Buffer b{};
-  encode_header(h, b.data());
+  encode_ask(h, b.data());
   const Buffer want = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
                        0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88};
   EXPECT_EQ(b, want);
@@ -27,7 +29,7 @@ TEST(WireHeader, BigEndianLayout) {
 TEST(WireHeader, OnePartHeaderBytes) {
   const MessageHeader h{7, kFlagOnRequest, 1, 100};
   Buffer b{};
-  encode_header(h, b.data());
+  encode_ask(h, b.data());
   const Buffer want = {0, 0, 0, 7, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 100};
   EXPECT_EQ(b, want);
 }
@@ -42,11 +44,34 @@ TEST(WireHeader, DecodeKnownBytes) {
   EXPECT_EQ(h.size, 0x0000010000000005ull);  // 1 TiB + 5
 }
 
-TEST(WireHeader, EncodeWritesExactly16Bytes) {
+TEST(WireHeader, AnAskIsTheFieldsAlone) {
+  std::array<uint8_t, kAskSize + 8> big;
+  big.fill(0xCC);
+  encode_ask({1, 0, 4, 1 << 20}, big.data());
+  for (size_t i = kAskSize; i < big.size(); ++i) EXPECT_EQ(big[i], 0xCC) << i;
+}
+
+// The data socket's header: the same fields, then zeros up to 64 bytes, and nothing beyond.
+TEST(WireHeader, AHeaderIsTheFieldsThenZerosTo64Bytes) {
   std::array<uint8_t, kHeaderSize + 8> big;
   big.fill(0xCC);
-  encode_header({1, 0, 4, 1 << 20}, big.data());
+  const MessageHeader h{7, kFlagOnRequest, 1, 100};
+  encode_header(h, big.data());
+  Buffer fields{};
+  encode_ask(h, fields.data());
+  EXPECT_TRUE(std::equal(fields.begin(), fields.end(), big.begin()));
+  for (size_t i = kHeaderFieldsSize; i < kHeaderSize; ++i) EXPECT_EQ(big[i], 0) << i;
   for (size_t i = kHeaderSize; i < big.size(); ++i) EXPECT_EQ(big[i], 0xCC) << i;
+  EXPECT_TRUE(header_padding_is_zero(big.data()));
+}
+
+// Any byte of the padding set makes the header malformed; the fields never do.
+TEST(WireHeader, PaddingMustBeZero) {
+  for (size_t i = 0; i < kHeaderSize; ++i) {
+    std::array<uint8_t, kHeaderSize> b{};
+    b[i] = 0x80;
+    EXPECT_EQ(header_padding_is_zero(b.data()), i < kHeaderFieldsSize) << i;
+  }
 }
 
 TEST(WireHeader, RoundTrip) {
@@ -60,7 +85,7 @@ TEST(WireHeader, RoundTrip) {
   };
   for (const MessageHeader& h : cases) {
     Buffer b{};
-    encode_header(h, b.data());
+    encode_ask(h, b.data());
     const MessageHeader out = decode_header(b.data());
     EXPECT_EQ(out.seq, h.seq);
     EXPECT_EQ(out.flags, h.flags);
@@ -72,7 +97,7 @@ TEST(WireHeader, RoundTrip) {
 TEST(WireHeader, EveryByteLandsInItsField) {
   // Changing one byte of the wire changes exactly one field, by exactly that byte's weight.
   Buffer zero{};
-  for (size_t i = 0; i < kHeaderSize; ++i) {
+  for (size_t i = 0; i < kHeaderFieldsSize; ++i) {
     Buffer b = zero;
     b[i] = 1;
     const MessageHeader h = decode_header(b.data());

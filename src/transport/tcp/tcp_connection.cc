@@ -247,9 +247,9 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   if (ask) {
     // The ask goes out on the control socket (progress_control); the header and the parts
     // once the clear-to-send brings the buffer's capacity (clear_asked).
-    encode_header({r->seq, static_cast<uint16_t>(kFlagAsk | kFlagOnRequest), 0, size},
-                  ask_out_.data() + ask_out_len_);
-    ask_out_len_ += kHeaderSize;  // at most one per request in flight: always fits
+    encode_ask({r->seq, static_cast<uint16_t>(kFlagAsk | kFlagOnRequest), 0, size},
+               ask_out_.data() + ask_out_len_);
+    ask_out_len_ += kAskSize;  // at most one per request in flight: always fits
     r->awaiting_cts = true;
     ++asks_waiting_;
   } else {
@@ -753,6 +753,10 @@ bool TcpConnection::progress_recv(Request* r) {
                               std::to_string(streams_.size()) + " data streams)");
     return false;
   }
+  if (!header_padding_is_zero(r->header)) {
+    fail(ncclRemoteError, "malformed message header (padding not zero): stream corrupted");
+    return false;
+  }
   on_request_ = on_request_ || (h.flags & kFlagOnRequest) != 0;
   if (h.size > r->capacity) {
     // The sender fails with the capacity too, as when it had a clear-to-send before sending.
@@ -795,7 +799,7 @@ bool TcpConnection::read_asks() {
     return true;
   }
   ask_in_len_ += static_cast<size_t>(n);
-  return take_records(ask_in_.data(), &ask_in_len_, kHeaderSize,
+  return take_records(ask_in_.data(), &ask_in_len_, kAskSize,
                       [this](const uint8_t* a) { return accept_ask(decode_header(a)); });
 }
 

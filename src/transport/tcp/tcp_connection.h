@@ -153,7 +153,7 @@ class TcpConnection final : public Connection {
   bool cts_on_request_ = false;
   // Sender: asks not yet written (at record boundaries only), and the messages that wait for
   // their clear-to-send after asking (everything behind them waits too: sequence order).
-  std::array<uint8_t, NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_out_{};
+  std::array<uint8_t, NCCL_NET_MAX_REQUESTS * kAskSize> ask_out_{};
   size_t ask_out_len_ = 0;
   size_t asks_waiting_ = 0;
   // Sender: a message whose receiver sends its clear-to-send unasked (wire.h) does not ask
@@ -210,7 +210,7 @@ class TcpConnection final : public Connection {
   // Receiver: ask records read from the control socket (a partial one kept for the next read),
   // whether the sender has closed it, and the test() calls that found a header missing since
   // the last header was read.
-  std::array<uint8_t, 2 * NCCL_NET_MAX_REQUESTS * kHeaderSize> ask_in_{};
+  std::array<uint8_t, 2 * NCCL_NET_MAX_REQUESTS * kAskSize> ask_in_{};
   size_t ask_in_len_ = 0;
   bool control_eof_ = false;
   // Receiver: a data stream ended where the next header would start (DataStream::kEndOfStream).

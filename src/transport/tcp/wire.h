@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The per-message header of a TCP connection (16 bytes, big-endian):
+// The per-message header of a TCP connection (64 bytes on a data socket, big-endian):
 //   [0] u32 sequence number (0, 1, 2, ... per connection: detects a desynchronised stream)
 //   [4] u16 flags (below)
 //   [6] u16 number of parts on the data sockets (1 .. number of data sockets)
 //   [8] u64 message size in bytes
+//   [16] 48 bytes of zeros (hello version 7): a payload behind a 16-byte header sat 16 bytes off
+//   the cache-line alignment of the sender's buffer in the socket's pages, and the kernel's copy
+//   of such bytes took 2.5x as long (4 ranks, 256 KiB all-reduce; NCCL's messages are multiples
+//   of 64 bytes; docs/measurements.md, nineteenth pass). The receiver fails a header whose
+//   padding is not zero (reserved, like the clear-to-send's).
 // Where it travels (hello version 5): on the data socket that carries the message's first part,
 // right in front of it, so that a message costs one segment and one syscall on each side where
 // a header of its own on the control socket cost two of each (docs/measurements.md, issue 28).
@@ -18,7 +23,8 @@
 // asks for the clear-to-sends it needs (kAsk), so the receiver stops sending one per posted
 // receive from this record on (it never starts again). kCredit: a message sent before its
 // clear-to-send whose sender wants one back anyway, to free what it charged (tcp_connection.cc).
-// An ask record (kAsk, with kOnRequest, 0 parts) travels on the control socket: "message `seq`
+// An ask record (kAsk, with kOnRequest, 0 parts; the header's 16 bytes of fields, kAskSize)
+// travels on the control socket: "message `seq`
 // waits for its clear-to-send"; its header proper (without kAsk) follows on its data socket
 // once the clear-to-send arrived. Asks come in sequence order; one may arrive before the
 // headers of earlier messages, and after its own (a clear-to-send sent when the receive was
@@ -51,7 +57,9 @@
 
 namespace mesh::tcp {
 
-inline constexpr size_t kHeaderSize = 16;
+inline constexpr size_t kHeaderFieldsSize = 16;
+inline constexpr size_t kHeaderSize = 64;
+inline constexpr size_t kAskSize = kHeaderFieldsSize;
 // 0x1 was kInline (the payload on the control socket) up to hello version 4.
 inline constexpr uint16_t kFlagOnRequest = 0x2;
 inline constexpr uint16_t kFlagCredit = 0x4;
@@ -64,8 +72,14 @@ struct MessageHeader {
   uint64_t size = 0;
 };
 
+// kHeaderSize bytes: the fields and the zero padding.
 void encode_header(const MessageHeader& h, uint8_t* out);
+// kAskSize bytes: the fields alone.
+void encode_ask(const MessageHeader& h, uint8_t* out);
+// The fields of a header or an ask.
 MessageHeader decode_header(const uint8_t* in);
+// Whether a data socket's header has its padding zero (kHeaderFieldsSize..kHeaderSize).
+bool header_padding_is_zero(const uint8_t* in);
 
 inline constexpr size_t kCtsSize = 16;
 
