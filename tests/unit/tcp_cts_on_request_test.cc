@@ -73,23 +73,23 @@ bool read_exact(int fd, uint8_t* out, size_t n) {
   return true;
 }
 
-void write_header(int fd, const MessageHeader& h, const std::vector<uint8_t>& payload = {}) {
+// A data socket's header (kHeaderSize) or, on the control socket, an ask (the header's fields
+// alone, kAskSize), then any payload bytes behind it.
+void write_record(int fd, const MessageHeader& h, bool ask, const std::vector<uint8_t>& payload) {
   uint8_t b[kHeaderSize];
-  encode_header(h, b);
-  ASSERT_TRUE(send_all(fd, b, sizeof(b)));
+  ask ? encode_ask(h, b) : encode_header(h, b);
+  ASSERT_TRUE(send_all(fd, b, ask ? kAskSize : kHeaderSize));
   if (!payload.empty()) {
     ASSERT_TRUE(send_all(fd, payload.data(), payload.size()));
   }
 }
 
-// A record on the control socket: the header's fields alone (wire.h kAskSize).
+void write_header(int fd, const MessageHeader& h, const std::vector<uint8_t>& payload = {}) {
+  write_record(fd, h, /*ask=*/false, payload);
+}
+
 void write_ask(int fd, const MessageHeader& h, const std::vector<uint8_t>& payload = {}) {
-  uint8_t b[kAskSize];
-  encode_ask(h, b);
-  ASSERT_TRUE(send_all(fd, b, sizeof(b)));
-  if (!payload.empty()) {
-    ASSERT_TRUE(send_all(fd, payload.data(), payload.size()));
-  }
+  write_record(fd, h, /*ask=*/true, payload);
 }
 
 void write_cts(int fd, const ClearToSend& c) {

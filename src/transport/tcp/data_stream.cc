@@ -60,6 +60,10 @@ ssize_t DataStream::read_header(uint8_t* dst, size_t want) {
   const Guard guard(*this, /*wait=*/false);
   // Parts still queued: their bytes come first on the stream; pump() moves them.
   if (!guard.held() || count_ > 0 || !fd_.valid()) return 0;
+  return header_locked(dst, want);
+}
+
+ssize_t DataStream::header_locked(uint8_t* dst, size_t want) {
   if (ended_) return kEndOfStream;
   // Nothing of this header read yet (and nothing staged): an end of stream here is the sender's.
   const ssize_t n = receive(dst, want, /*may_end=*/want == kHeaderSize);
@@ -80,13 +84,9 @@ ssize_t DataStream::read_header_and_payload(uint8_t* header, uint8_t* data, size
   *payload = 0;
   const Guard guard(*this, /*wait=*/false);
   if (!guard.held() || count_ > 0 || !fd_.valid()) return 0;
-  if (ended_) return kEndOfStream;
   // Staged bytes are the stream's next ones: they are read first, the stage way.
-  if (stage_begin_ != stage_end_ || expect == 0) {
-    const ssize_t n = receive(header, kHeaderSize, /*may_end=*/true);
-    if (n == kEndOfStream) ended_ = true;
-    return n == kWouldBlock ? 0 : n;
-  }
+  if (ended_ || stage_begin_ != stage_end_ || expect == 0)
+    return header_locked(header, kHeaderSize);
   // A stage grown by carry() and served since goes back to its usual size.
   if (stage_.size() > kStageBytes) stage_ = std::vector<uint8_t>(kStageBytes);
   iovec iov[3] = {{header, kHeaderSize}, {data, expect}, {stage_.data(), kStageBytes}};

@@ -115,6 +115,8 @@ class DataStream {
     bool held_ = true;
   };
   bool pump_locked();
+  // read_header() once the guard is held and no part is queued.
+  ssize_t header_locked(uint8_t* dst, size_t want);
   // The next bytes of the stream into dst: staged ones first, then the socket. Negative: the
   // socket would block (kWouldBlock), failed (-1, fail_io), or ended where `may_end` allows it
   // (kEndOfStream; elsewhere an end of stream is a failure: a message cut short).
