@@ -17,7 +17,12 @@ fails. With --pattern ring-allreduce or ring-traffic the tables are per rank cou
 time and the bench's own plain-TCP ring time of the same run, and the median of their ratio:
 
   scripts/bench-interleaved.py --bench ... --plugin old=old.so --plugin new=new.so --rounds 3 \
-      -- --nranks 4 --pattern ring-allreduce --sizes 1K,64K,256K,1M,4M -q"""
+      -- --nranks 4 --pattern ring-allreduce --sizes 1K,64K,256K,1M,4M -q
+
+The bench times the plugin first and the TCP ring second at each size, and the one timed second
+runs slower on a small machine (2 cores, 3 ranks, 1 MiB: 5-7% for either; docs/measurements.md,
+twentieth pass). --alternate-order passes --tcp-first to every even round, so each median covers
+both orders (an even --rounds balances them), and the summary adds the median of each order."""
 import argparse
 import json
 import os
@@ -80,21 +85,28 @@ def print_ring(plugins, rows, steal):
     """Ring patterns: one row per rank count and size, times of the plugin and of the bench's own
     plain-TCP ring measured in the same run; the summary is the median over rounds of the
     per-run ratio plugin time / TCP time (below 1: the plugin is faster)."""
-    print("| round | plugin | ranks | size | plugin us | TCP us | time ratio | plugin busbw GB/s "
-          "| TCP busbw GB/s | steal % |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| round | plugin | ranks | size | first | plugin us | TCP us | time ratio "
+          "| plugin busbw GB/s | TCP busbw GB/s | steal % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for rnd, name, r in rows:
         ratio = None
         if r.get("tcp_time_us"):
             ratio = r["plugin_time_us"] / r["tcp_time_us"]
-        print(f"| {rnd} | {name} | {r['nranks']} | {fmt_size(r['bytes'])} "
+        timed_first = (r.get("order") or ["plugin"])[0]
+        print(f"| {rnd} | {name} | {r['nranks']} | {fmt_size(r['bytes'])} | {timed_first} "
               f"| {num(r['plugin_time_us'], 1)} | {num(r.get('tcp_time_us'), 1)} | {num(ratio, 2)} "
               f"| {num(r['plugin_gbps'], 3)} | {num(r.get('tcp_gbps'), 3)} "
               f"| {100 * steal[(rnd, name)]:.1f} |")
     print()
+    # Which transport each run timed first (bench --tcp-first): with both orders present, the
+    # median ratio of each is printed too.
+    def first(r):
+        return (r.get("order") or ["plugin"])[0]
+    both = len({first(r) for _, _, r in rows if r.get("tcp_time_us")}) == 2
+    extra = " median ratio, plugin first / TCP first |" if both else ""
     print("| plugin | ranks | size | median plugin us | median TCP us | median time ratio (range) "
-          "| runs <= 1.0 |")
-    print("|---|---|---|---|---|---|---|")
+          "| runs <= 1.0 |" + extra)
+    print("|---|---|---|---|---|---|---|" + ("---|" if both else ""))
     for name, _ in plugins:
         keys = sorted({(r["nranks"], r["bytes"]) for _, n, r in rows if n == name})
         for nranks, size in keys:
@@ -109,9 +121,16 @@ def print_ring(plugins, rows, steal):
                       f"({min(pt):.1f}-{max(pt):.1f}) | - | - | - |")
                 continue
             ok = sum(1 for x in ratios if x <= 1.0)
+            by_order = ""
+            if both:
+                def med(who):
+                    sub = [r["plugin_time_us"] / r["tcp_time_us"] for r in sel
+                           if r.get("tcp_time_us") and first(r) == who]
+                    return f"{statistics.median(sub):.2f} ({len(sub)})" if sub else "-"
+                by_order = f" {med('plugin')} / {med('tcp')} |"
             print(f"| {name} | {nranks} | {fmt_size(size)} | {statistics.median(pt):.1f} "
                   f"| {statistics.median(tt):.1f} | {statistics.median(ratios):.2f} "
-                  f"({min(ratios):.2f}-{max(ratios):.2f}) | {ok}/{len(ratios)} |")
+                  f"({min(ratios):.2f}-{max(ratios):.2f}) | {ok}/{len(ratios)} |{by_order}")
 
 
 def main():
@@ -133,6 +152,9 @@ def main():
                          "CPU time than this is run again, up to --steal-retries times (0: keep "
                          "every run); each run's steal is printed either way")
     ap.add_argument("--steal-retries", type=int, default=3)
+    ap.add_argument("--alternate-order", action="store_true",
+                    help="ring patterns: time the TCP ring first (bench --tcp-first) in every "
+                         "even round, the plugin first in odd ones")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER)
     opt = ap.parse_args()
     extra = [a for a in opt.bench_args if a != "--"]
@@ -153,6 +175,8 @@ def main():
             for name, path in plugins:
                 out = os.path.join(tmp, f"{name}-{rnd}.json")
                 cmd = [opt.bench, "--plugin", path, "--json", out] + extra + args[name]
+                if opt.alternate_order and rnd % 2 == 0:
+                    cmd.append("--tcp-first")
                 for attempt in range(1 + max(0, opt.steal_retries)):
                     load = wait_for_quiet(opt.max_running, opt.gate_timeout)
                     print(f"# round {rnd} {name} (load {load:.2f}): {' '.join(cmd)}",

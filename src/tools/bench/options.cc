@@ -39,7 +39,10 @@ PATTERNS
                   round trip for sizes up to --latency-max-bytes. --bidir runs i<->j in both
                   directions at once and reports the aggregate bandwidth.
   ring-allreduce  float32 sum over all ranks: ring reduce-scatter + all-gather over the plugin,
-                  result checked; reports time, algbw and busbw = algbw * 2(N-1)/N.
+                  result checked; reports time, algbw and busbw = algbw * 2(N-1)/N. Ring
+                  patterns time the plugin, then the plain-TCP ring, at each size (--tcp-first:
+                  the other way round); the second runs slower on a small machine, so a
+                  comparison that matters takes both orders.
   ring-traffic    The traffic of a ring all-reduce, every rank sending to its successor while
                   receiving from its predecessor, N at once, but no reduction on the CPU: the
                   ceiling of NCCL's ring all-reduce over this transport on this host (NCCL
@@ -206,6 +209,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   app.add_flag("--tcp-only", opt.tcp_only,
                "ring patterns: time only the plain-TCP ring, not the plugin's (one transport per "
                "run, for a profile or a syscall count; --no-tcp-baseline is the other half)");
+  app.add_flag("--tcp-first", opt.tcp_first,
+               "ring patterns: time the plain-TCP ring before the plugin's at each size (default: "
+               "the plugin first; the second one runs slower on a small machine, so compare both "
+               "orders)");
   app.add_option("--duration", opt.duration,
                  "Seconds of continuous streaming of one size instead of a sweep")
       ->check(CLI::NonNegativeNumber);
@@ -282,6 +289,11 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   }
   if (opt.tcp_only && (!is_ring_pattern(opt.pattern) || !opt.tcp_baseline)) {
     return fail("--tcp-only times the plain-TCP ring of a ring pattern: drop --no-tcp-baseline");
+  }
+  if (opt.tcp_first && (!is_ring_pattern(opt.pattern) || !opt.tcp_baseline || opt.tcp_only)) {
+    return fail(
+        "--tcp-first orders the plugin's and the plain-TCP ring's runs of a ring pattern: "
+        "it needs both (drop --no-tcp-baseline and --tcp-only)");
   }
   if (is_ring_pattern(opt.pattern)) {
     std::vector<uint64_t> kept;

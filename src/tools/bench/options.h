@@ -55,6 +55,11 @@ struct Options {
   // Ring patterns: time only the plain-TCP ring, so that a profile or a syscall count of the run
   // sees one transport (a diagnostic; --no-tcp-baseline is the other half).
   bool tcp_only = false;
+  // Ring patterns: time the plain-TCP ring before the plugin's at each size (default: the plugin
+  // first). Whichever transport runs second at a size runs slower on a small machine (2 cores, 3
+  // ranks, 1 MiB all-reduce: 5-7% for either, measurements.md twentieth pass), so a comparison
+  // that matters takes both orders (scripts/bench-interleaved.py --alternate-order).
+  bool tcp_first = false;
   double duration = 0;
   double timeout = 60;
   double connect_delay = 0;  // fault tests: seconds between the handle exchange and connect()

@@ -143,6 +143,7 @@ json row_to_json(const Row& row) {
   }
   j["baselines"] = names;
   j["path"] = row.path;
+  if (!row.order.empty()) j["order"] = row.order;
   return j;
 }
 
@@ -161,6 +162,7 @@ Row row_from_json(const json& j) {
     row.baselines.emplace_back(name, get_measurement(j, name));
   }
   row.path = j.value("path", std::string());
+  row.order = j.value("order", std::vector<std::string>());
   return row;
 }
 
@@ -222,10 +224,16 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
              ctx.local_mode ? " (local mode, NCCL_MESH_IFNAME=lo)" : "");
   const bool ring = is_ring(rows);
   const bool stream = !rows.empty() && rows.front().pattern == "stream";
-  fmt::print("# pattern {}{}, window {}, verify {}, GB/s = 1e9 bytes/s\n",
+  // Ring patterns time the plugin and the TCP ring one after the other at each size; the second
+  // runs slower on a small machine (options.h tcp_first), so the order is part of the result.
+  const std::string order =
+      ring && rows.front().order.size() == 2
+          ? fmt::format(", timed at each size: {} first", rows.front().order.front())
+          : std::string();
+  fmt::print("# pattern {}{}, window {}, verify {}{}, GB/s = 1e9 bytes/s\n",
              stream ? "stream" : opt.pattern_name(),
-             opt.bidir && !ring && !stream ? " --bidir" : "", opt.window,
-             opt.verify ? "on" : "off");
+             opt.bidir && !ring && !stream ? " --bidir" : "", opt.window, opt.verify ? "on" : "off",
+             order);
   for (const auto& l : summary.path_lines) fmt::print("# {}\n", l);
   for (const auto& r : summary.routes) fmt::print("# route {}\n", r.at("text").get<std::string>());
   if (!summary.cable_lines.empty()) {

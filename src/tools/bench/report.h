@@ -44,6 +44,8 @@ struct Row {
   Measurement plugin;
   std::vector<std::pair<std::string, Measurement>> baselines;
   std::string path;  // which cable the TCP baseline used (pairs)
+  // Ring patterns: the transports in the order they were timed at this size ("plugin", "tcp").
+  std::vector<std::string> order;
 
   const Measurement* baseline(const std::string& name) const;
 };
