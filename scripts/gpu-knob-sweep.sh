@@ -8,6 +8,9 @@
 # interleaved, so drift hits them all alike), every run Mesh and Socket side by side
 # (nccl-mesh-gpu-e2e --mode bench --net Mesh,Socket), and prints the medians per setting with
 # scripts/knob-sweep-report.py. One device call: about 10 s per run, 8 settings x 3 rounds.
+# Even rounds run Socket before Mesh (--net Socket,Mesh): on the 2-core rig the transport timed
+# second ran 5-19% slower at 1 MiB (docs/measurements.md, twentieth pass), so no setting's
+# median should rest on one order; the report pairs the two by name, not by position.
 #
 # Usage (GPU machine, binaries from `scripts/gpu-e2e.sh --prebuild DIR`, carried):
 #   scripts/gpu-knob-sweep.sh DIR OUTDIR
@@ -39,17 +42,19 @@ for ((round = 1; round <= ${ROUNDS:-3}; round++)); do
   for s in "${settings[@]}"; do
     chunk=${s%%:*} io=${s##*:}
     name="chunk$chunk-io$io"
+    nets=Mesh,Socket
+    ((round % 2 == 0)) && nets=Socket,Mesh
     if ((SECONDS - start > ${SWEEP_BUDGET_S:-540})); then
       echo "budget spent: round $round of $name and later not run"
       break 2
     fi
     mkdir -p "$OUT/$name"
     NCCL_MESH_TCP_MIN_CHUNK=$(numfmt --from=iec "$chunk") NCCL_MESH_TCP_IO_THREADS=$io \
-      timeout -k 5 90 "$DIR/nccl-mesh-gpu-e2e" --mode bench --net Mesh,Socket \
+      timeout -k 5 90 "$DIR/nccl-mesh-gpu-e2e" --mode bench --net "$nets" \
       --plugin "$DIR/libnccl-net-mesh.so" --ranks "${RANKS:-2,3,4}" \
       --sizes "${SIZES:-1K,64K,256K,1M,4M}" --out "$OUT/$name/r$round" --timeout 60 \
       --total-timeout 85 >"$OUT/$name/r$round.log" 2>&1
-    echo "round $round $name: exit $? ($((SECONDS - start)) s)"
+    echo "round $round $name ($nets): exit $? ($((SECONDS - start)) s)"
   done
 done
 python3 "$ROOT/scripts/knob-sweep-report.py" --dir "$OUT" | tee "$OUT/report.txt"
