@@ -20,7 +20,7 @@ time and the bench's own plain-TCP ring time of the same run, and the median of 
       -- --nranks 4 --pattern ring-allreduce --sizes 1K,64K,256K,1M,4M -q
 
 The bench times the plugin first and the TCP ring second at each size, and the one timed second
-runs slower on a small machine (2 cores, 3 ranks, 1 MiB: 4-19%; docs/measurements.md,
+runs slower on a small machine (2 cores, 3 ranks, 1 MiB: up to 19%; docs/measurements.md,
 twentieth pass). --alternate-order passes --tcp-first to every even round, so each median covers
 both orders (an even --rounds balances them), and the summary adds the median of each order."""
 import argparse

@@ -57,7 +57,7 @@ struct Options {
   bool tcp_only = false;
   // Ring patterns: time the plain-TCP ring before the plugin's at each size (default: the plugin
   // first). Whichever transport runs second at a size runs slower on a small machine (2 cores, 3
-  // ranks, 1 MiB all-reduce: the plugin 8-19%, the TCP ring 4-9%, measurements.md twentieth
+  // ranks, 1 MiB all-reduce: the plugin up to 19%, the TCP ring up to 9%, measurements.md twentieth
   // pass), so a comparison that matters takes both orders (bench-interleaved.py
   // --alternate-order).
   bool tcp_first = false;
