@@ -85,6 +85,11 @@ def print_ring(plugins, rows, steal):
     """Ring patterns: one row per rank count and size, times of the plugin and of the bench's own
     plain-TCP ring measured in the same run; the summary is the median over rounds of the
     per-run ratio plugin time / TCP time (below 1: the plugin is faster)."""
+    def first(r):
+        """Which transport the run timed first at this size (bench --tcp-first; rows of a bench
+        that does not record it were timed plugin first)."""
+        return (r.get("order") or ["plugin"])[0]
+
     print("| round | plugin | ranks | size | first | plugin us | TCP us | time ratio "
           "| plugin busbw GB/s | TCP busbw GB/s | steal % |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -92,16 +97,12 @@ def print_ring(plugins, rows, steal):
         ratio = None
         if r.get("tcp_time_us"):
             ratio = r["plugin_time_us"] / r["tcp_time_us"]
-        timed_first = (r.get("order") or ["plugin"])[0]
-        print(f"| {rnd} | {name} | {r['nranks']} | {fmt_size(r['bytes'])} | {timed_first} "
+        print(f"| {rnd} | {name} | {r['nranks']} | {fmt_size(r['bytes'])} | {first(r)} "
               f"| {num(r['plugin_time_us'], 1)} | {num(r.get('tcp_time_us'), 1)} | {num(ratio, 2)} "
               f"| {num(r['plugin_gbps'], 3)} | {num(r.get('tcp_gbps'), 3)} "
               f"| {100 * steal[(rnd, name)]:.1f} |")
     print()
-    # Which transport each run timed first (bench --tcp-first): with both orders present, the
-    # median ratio of each is printed too.
-    def first(r):
-        return (r.get("order") or ["plugin"])[0]
+    # With both orders present, the median ratio of each is printed too.
     both = len({first(r) for _, _, r in rows if r.get("tcp_time_us")}) == 2
     extra = " median ratio, plugin first / TCP first |" if both else ""
     print("| plugin | ranks | size | median plugin us | median TCP us | median time ratio (range) "

@@ -9,7 +9,7 @@
 # (nccl-mesh-gpu-e2e --mode bench --net Mesh,Socket), and prints the medians per setting with
 # scripts/knob-sweep-report.py. One device call: about 10 s per run, 8 settings x 3 rounds.
 # Even rounds run Socket before Mesh (--net Socket,Mesh): on the 2-core rig the transport timed
-# second ran 5-19% slower at 1 MiB (docs/measurements.md, twentieth pass), so no setting's
+# second ran up to 19% slower at 1 MiB (docs/measurements.md, twentieth pass), so no setting's
 # median should rest on one order; the report pairs the two by name, not by position.
 #
 # Usage (GPU machine, binaries from `scripts/gpu-e2e.sh --prebuild DIR`, carried):
