@@ -9,7 +9,8 @@ pkgs=(cmake g++ make pkg-config clang libgtest-dev libgmock-dev libcli11-dev nlo
 # libibverbs-dev: the verbs headers only; the plugin dlopens libibverbs.so.1 at run time.
 # dpkg-dev (dpkg-shlibdeps) and file: CPack's .deb (cpack -G DEB) computes the Depends field.
 # lintian: tests/install checks the .debs with it (no errors allowed).
-# strace: bench.local.syscalls_per_message counts the TCP data path's syscalls per message.
+# strace: bench.local.syscalls_per_message counts the TCP data path's syscalls per message,
+# bench.local.records_per_message its clear-to-send records.
 # iputils-ping: netns.fault-lossy reports the RTT under load with ping (None without it).
 missing=()
 for p in "${pkgs[@]}"; do

@@ -21,12 +21,8 @@
 # one: 2.0-2.1 per message here. The header and the payload now come in one recvmsg() (the size
 # guessed from the message before): 1.0-1.1 (measurements.md, nineteenth pass).
 # usage: syscalls_per_message.sh BENCH [PLUGIN]
-set -eu
-bench=$1
-plugin=${2:-}
-command -v strace >/dev/null || { echo "strace is not installed (scripts/install-deps.sh installs it)"; exit 1; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+# shellcheck source=tests/bench/strace_setup.sh
+. "$(dirname "$0")/strace_setup.sh"
 taskset -c 0 true 2>/dev/null && pin="taskset -c 0" || pin=""
 # shellcheck disable=SC2086
 strace -ff -qq -e trace=recvfrom,recvmsg,sendmsg,getsockopt,ioctl -o "$dir/t" \

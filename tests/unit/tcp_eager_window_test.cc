@@ -272,36 +272,50 @@ TEST(TcpEagerWindow, OffOrWithoutAnAnswerTheSendWaits) {
   EXPECT_EQ(post_send(unix_send, msg), nullptr) << "sent early without a window to check";
 }
 
-TEST(TcpEagerWindow, BytesAheadOfTheClearToSendsAreBounded) {
-  SKIP_WITHOUT_WINDOWS();
-  // 8 KiB messages charge 8208 bytes (header included): two fit in 20 KiB, the third waits.
-  // It asks at once: over a quarter of the window, it would otherwise first wait a grace period
-  // for the record its receiver sends unasked (tcp_cts_on_request_test).
+// `count` messages of `bytes` with a 20 KiB window bound (and no grace period: a message its
+// receiver clears unasked asks at once, tcp_cts_on_request_test): the first `fit` go before any
+// receive is posted and complete; the next asks for its clear-to-send, is in flight, but none of
+// its bytes may go, so it cannot complete until the receiver posts. Then everything arrives.
+void expect_bound(size_t bytes, size_t fit) {
   TcpOptions o = options(20 * 1024);
   o.ask_grace_ns = 0;
   Endpoints e = connect_tcp(o);
   std::vector<std::vector<uint8_t>> msgs;
-  for (int i = 0; i < 3; ++i) msgs.push_back(pattern(8 * 1024, static_cast<uint8_t>(10 + i)));
-  void* s0 = post_send(*e.send, msgs[0]);
-  void* s1 = post_send(*e.send, msgs[1]);
-  ASSERT_NE(s0, nullptr);
-  ASSERT_NE(s1, nullptr);
-  ASSERT_TRUE(done_within(*e.send, s0, 5000));
-  ASSERT_TRUE(done_within(*e.send, s1, 5000));
-  // The third asks for its clear-to-send (clear-to-sends on request): in flight, but none of
-  // its bytes may go, so it cannot complete while the receiver has posted nothing.
-  void* s2 = post_send(*e.send, msgs[2]);
-  ASSERT_NE(s2, nullptr) << "a message beyond the bound neither asked nor went";
-  EXPECT_FALSE(done_within(*e.send, s2, 300)) << "a third message went past the bound";
-  // The receiver posts: the clear-to-send frees it, and everything arrives in order.
-  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(8 * 1024));
+  for (size_t i = 0; i <= fit; ++i) msgs.push_back(pattern(bytes, static_cast<uint8_t>(10 + i)));
+  for (size_t i = 0; i < fit; ++i) {
+    void* req = post_send(*e.send, msgs[i]);
+    ASSERT_NE(req, nullptr) << "message " << i << " of " << fit << " within the bound waited";
+    ASSERT_TRUE(done_within(*e.send, req, 5000)) << "message " << i;
+  }
+  void* last = post_send(*e.send, msgs[fit]);
+  ASSERT_NE(last, nullptr) << "a message beyond the bound neither asked nor went";
+  EXPECT_FALSE(done_within(*e.send, last, 300))
+      << "message " << fit + 1 << " of " << bytes << " bytes went past the bound";
+  std::vector<std::vector<uint8_t>> bufs(fit + 1, std::vector<uint8_t>(bytes));
   std::vector<void*> rreqs;
   for (auto& b : bufs) rreqs.push_back(post_recv(*e.recv, b));
-  ASSERT_EQ(ncclSuccess, wait_done(*e.send, s2));
-  for (size_t i = 0; i < 3; ++i) {
+  ASSERT_EQ(ncclSuccess, wait_done(*e.send, last));
+  for (size_t i = 0; i <= fit; ++i) {
     ASSERT_EQ(ncclSuccess, wait_done(*e.recv, rreqs[i])) << "message " << i;
     EXPECT_EQ(bufs[i], msgs[i]) << "message " << i;
   }
+}
+
+// A message of at least half the window gets its clear-to-send when its receive is posted
+// (wire.h): such messages may be a window ahead of those records. 12 KiB messages charge 12352
+// bytes (header included): one fits in 20 KiB, the second waits.
+TEST(TcpEagerWindow, BytesAheadOfTheClearToSendsAreBoundedByTheWindow) {
+  SKIP_WITHOUT_WINDOWS();
+  expect_bound(12 * 1024, 1);
+}
+
+// A smaller one returns its charge only with a credit, which its receiver sends once it has
+// read the header (tcp_connection.cc credit_rule): twice the window, so that the credit asked at
+// half of it comes back before the sender stops. 8 KiB messages charge 8256 bytes: four fit in
+// 40 KiB, the fifth waits (under the window alone two went and the third waited).
+TEST(TcpEagerWindow, SmallerMessagesAreBoundedByTwiceTheWindow) {
+  SKIP_WITHOUT_WINDOWS();
+  expect_bound(8 * 1024, 4);
 }
 
 TEST(TcpEagerWindow, ALateReceiverNeverLeavesBytesWaitingInTheSendersSockets) {

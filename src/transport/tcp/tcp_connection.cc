@@ -239,8 +239,16 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   }
   uint16_t flags = 0;
   if (cts_on_request_) flags |= kFlagOnRequest;
+  if (early) {
+    since_credit_bytes_ += size + kHeaderSize;
+    ++since_credit_msgs_;
+  }
   if (early && cts_on_request_ && wants_credit(size)) flags |= kFlagCredit;
-  if ((flags & kFlagCredit) != 0 || ask) requested_end_ = r->seq + 1;
+  if ((flags & kFlagCredit) != 0 || ask) {
+    requested_end_ = r->seq + 1;
+    since_credit_bytes_ = 0;
+    since_credit_msgs_ = 0;
+  }
   MessageHeader h{r->seq, flags, static_cast<uint16_t>(nparts), size};
   encode_header(h, r->header);
   r->nparts = static_cast<uint16_t>(nparts);
@@ -288,12 +296,11 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   order_[(order_head_ + order_count_) % order_.size()] = r;
   ++order_count_;
   // One clear-to-send per posted receive, until the sender says it asks for the ones it needs
-  // (wire.h): then only for a message that already asked, and for a buffer larger than a
-  // quarter of the sender's NCCL_MESH_TCP_EAGER_WINDOW (from its hello; the sender waits for
-  // those without asking, may_ask_now). Fewer than four such messages fit in the sender's
-  // bound, so each one's charge should come back as soon as its receive is posted (as before),
-  // not when the receiver reaches its header; and one record per message that large costs
-  // little (3 ranks, 1 MiB all-reduce: the 341 KiB steps took 5% longer without it).
+  // (wire.h): then only for a message that already asked, and for a buffer of at least half the
+  // sender's NCCL_MESH_TCP_EAGER_WINDOW (from its hello; the sender waits for those without
+  // asking, may_ask_now). At most two such messages fit in the sender's bound for them, so each
+  // one's charge should come back as soon as its receive is posted, not when the receiver
+  // reaches its header (credit_rule); and one record per message that large costs little.
   const size_t i = r->seq % asked_.size();
   r->asked = asked_[i];  // its ask came before it was posted: another one would be a repeat
   if (asked_[i] || !on_request_ || clears_unasked(r->capacity, options_.eager_window_bytes)) {
@@ -322,30 +329,59 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
 // the capacity when the clear-to-send arrives (read_cts) and fails the connection if the message
 // did not fit, as the receiver does.
 // With clear-to-sends on request nothing returns what an early message charged unless the
-// receiver sends a clear-to-send at or past it. A message after which another of its size would
-// take the sender past half of eager_window_bytes, or that is half a request window ahead, asks
-// for one in its header (kFlagCredit), which the receiver sends once it has posted that receive
-// and read the header: the charge comes back before the bound stops the sender. Small messages
-// then cost one record per several (every 5th at 87 KiB, every 16th at 32 KiB and below), large
-// ones one each, as before (a 341 KiB ring step must not wait for the credit of the step before
-// last: 3 of them exceed 1 MiB). The small eager_bytes budget is left out: on-request
-// connections also go on window room, so a full budget stops nothing, and the next
-// clear-to-send (credit, ask) returns it with the rest.
-bool TcpConnection::credit_rule(uint64_t ahead, uint64_t outstanding, size_t size) const {
+// receiver sends a clear-to-send at or past it. A message of at least half eager_window_bytes
+// gets one unasked when its receive is posted (wire.h clears_unasked), so its charge comes back
+// as soon as the receiver reaches it; it may go early while the bytes ahead of the records stay
+// within the window (early_bound). A smaller message gets one only when a header asks for it
+// (kFlagCredit), which the receiver answers once it has posted that receive and read the header:
+// later than a record sent when the receive is posted, by the receiver's own lag. A message
+// after which another of its size would take the sender past half of its bound, or that is half
+// a request window ahead, asks; one asked credit returns every charge before it, so the sender
+// asks again only once a quarter of the bound, or a quarter of a request window of messages,
+// went early since (or its answer came). Small messages then cost one record per several, large
+// ones one each.
+// Their bound is twice the window, so that the credit asked at half of it comes back before the
+// sender stops, with the receiver's lag in between: a ring step is sent while its receiver may
+// still be reading the step before last, and a 341 KiB step (3 ranks, 1 MiB all-reduce) under
+// a bound of 1 MiB needed the record of the step before last at once, hence one per message,
+// sent when the receive was posted (1.0 records per message; 0.5 now, and 0.19-0.26 -> 0.07
+// for the 64 KiB steps of 4 ranks at 256 KiB, where every message past half the bound asked
+// until the answer came: measurements.md, twenty-first pass). What a small message may hold
+// ahead is still bounded, and the kernel's windows bound it too (windows_have_room); large ones
+// keep the window: several 512 KiB slices of a 4-16 MiB all-reduce sent before their receiver
+// posts were read out of cache-cold buffers (3 ranks, 8 MiB: 1.2-1.5x the time with a 4 MiB
+// bound).
+// The small eager_bytes budget is left out: on-request connections also go on window room, so a
+// full budget stops nothing, and the next clear-to-send (credit, ask) returns it with the rest.
+bool TcpConnection::credit_rule(uint64_t ahead, uint64_t outstanding, size_t size,
+                                uint64_t since_bytes, uint64_t since_msgs) const {
   const uint64_t another = static_cast<uint64_t>(size) + kHeaderSize;
-  return ahead * 2 >= early_.size() || (outstanding + another) * 2 > options_.eager_window_bytes;
+  const uint64_t bound = early_bound(size);
+  if (ahead * 2 < early_.size() && (outstanding + another) * 2 <= bound) return false;
+  // A credit or ask of its own not answered yet (or answered, not read): that record returns
+  // these charges too.
+  const bool pending = static_cast<int32_t>(requested_end_ - cts_received_) > 0;
+  return !pending || since_bytes * 4 >= bound || since_msgs * 4 >= early_.size();
+}
+
+// The bytes a message of `size` may have ahead of the clear-to-sends, itself included (above).
+uint64_t TcpConnection::early_bound(size_t size) const {
+  const uint64_t window = options_.eager_window_bytes;
+  return clears_unasked(size, window) ? window : 2 * window;
 }
 
 // For a message already charged (its sequence number taken).
 bool TcpConnection::wants_credit(size_t size) const {
-  return credit_rule(next_seq_ - cts_received_, window_outstanding_, size);
+  return credit_rule(next_seq_ - cts_received_, window_outstanding_, size, since_credit_bytes_,
+                     since_credit_msgs_);
 }
 
 // Whether a message of `size` sent early now would ask for credit: the same rule once it is
 // charged, counted as if it went on window room (the larger charge).
 bool TcpConnection::credit_due(size_t size) const {
-  return credit_rule(next_seq_ + 1 - cts_received_,
-                     window_outstanding_ + static_cast<uint64_t>(size) + kHeaderSize, size);
+  const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
+  return credit_rule(next_seq_ + 1 - cts_received_, window_outstanding_ + charge, size,
+                     since_credit_bytes_ + charge, since_credit_msgs_ + 1);
 }
 
 // The first request window is still open while fewer messages than it holds were sent (after
@@ -396,13 +432,14 @@ bool TcpConnection::may_send_eagerly(size_t size) const {
 // trip (loopback and autotuned links advertise megabytes once traffic has flowed); a fresh
 // connection's small window, a late receiver that has filled its buffer, or a kernel that cannot
 // tell all answer no, and the message waits for its clear-to-send as before. The bytes ahead stay
-// bounded (eager_window_bytes, 1 MiB by default): with the window alone a sender of a large
+// bounded (early_bound: eager_window_bytes, 1 MiB by default, for a message of at least half of
+// it, twice that for a smaller one, credit_rule): with the window alone a sender of a large
 // transfer ran megabytes ahead and its receiver copied them out of cache-cold socket buffers (3-4
 // ranks, 4 MiB all-reduce: 1.3-1.5x slower; measurements.md).
 bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
   const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
   if (!window_known_ || options_.eager_bytes == 0 ||
-      window_outstanding_ + charge > options_.eager_window_bytes) {
+      window_outstanding_ + charge > early_bound(size)) {
     return false;
   }
   if (next_seq_ - cts_received_ >= static_cast<uint32_t>(eager_size_.size())) return false;

@@ -176,7 +176,13 @@ class TcpConnection final : public Connection {
   uint32_t requested_end_ = 0;
   bool unasked_cts_ = false;
   bool cts_may_wait() const;
-  bool credit_rule(uint64_t ahead, uint64_t outstanding, size_t size) const;
+  bool credit_rule(uint64_t ahead, uint64_t outstanding, size_t size, uint64_t since_bytes,
+                   uint64_t since_msgs) const;
+  uint64_t early_bound(size_t size) const;
+  // Sender: bytes (headers included) and messages that went early since the last one that asked
+  // for its clear-to-send or credit (credit_rule: one credit asked at a time).
+  uint64_t since_credit_bytes_ = 0;
+  uint64_t since_credit_msgs_ = 0;
   bool wants_credit(size_t size) const;
   bool credit_due(size_t size) const;
   // Receiver: whether the sender asks for its clear-to-sends (sticky), the sequence number of

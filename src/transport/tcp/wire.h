@@ -37,11 +37,11 @@
 //   [0] u32 sequence number of the receive   [4] u32 reserved (0)   [8] u64 buffer capacity
 // Until the sender's first kOnRequest record the receiver sends one per posted receive. After
 // it, only for an ask, a kCredit header, a header too large for its buffer (so that the sender
-// fails with the capacity too), and unasked for every receive whose buffer is larger than a
-// quarter of the sender's eager window (clears_unasked: the window comes in the sender's hello,
+// fails with the capacity too), and unasked for every receive whose buffer is at least half
+// the sender's eager window (clears_unasked: the window comes in the sender's hello,
 // handshake/hello.h); a sequence number it skips is a message the sender sent before its
 // clear-to-send (a skip over any other is a protocol violation). A sender need not ask for a
-// message larger than that quarter (its buffer is at least as large, or the message fails): it
+// message of at least that half (its buffer is at least as large, or the message fails): it
 // asks only once a grace period has passed without the clear-to-send, which an ask never
 // harms (the receiver answers a receive once) and which turns a buffer too small for the
 // message into the usual failure instead of a wait.
@@ -95,7 +95,7 @@ ClearToSend decode_cts(const uint8_t* in);
 // Whether a receive buffer of `bytes` gets its clear-to-send unasked, on a connection whose
 // sender's eager window is `window` (above; 0: every one does).
 inline bool clears_unasked(uint64_t bytes, uint64_t window) {
-  return bytes * 4 > window;
+  return bytes * 2 >= window;
 }
 
 }  // namespace mesh::tcp

@@ -1,0 +1,44 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Clear-to-send records per message on the TCP control sockets, counted by strace (sendto of
+# one 16-byte record each) in the two ring all-reduces where records cost the plugin the most
+# against the bench's plain-TCP ring (issue 28, measurements.md twenty-first pass); a record is
+# a small TCP segment and a read at the other end, about 6 us of CPU on the 2-core test machine.
+# * 3 ranks, 1 MiB (341 KiB steps): such steps were cleared unasked when the receive was posted,
+#   one record per message: under a 1 MiB bound the sender needed the record of the step
+#   before last at once. Under twice the window for messages under half of it they ask for
+#   credit about every second step: 0.51 per message.
+# * 4 ranks, 256 KiB (64 KiB steps): every message past half the bound asked for credit until
+#   the answer came, 0.19-0.26 per message; with one credit asked at a time, 0.07.
+# The counts are structural (the same within a few records run to run, and with the machine
+# busy); the limits sit between before and after.
+# usage: records_per_message.sh BENCH [PLUGIN]
+# shellcheck source=tests/bench/strace_setup.sh
+. "$(dirname "$0")/strace_setup.sh"
+check() {  # ranks size messages limit before
+  rm -f "$dir"/t.*
+  # shellcheck disable=SC2086
+  strace -ff -qq -e trace=sendto -o "$dir/t" "$bench" ${plugin:+--plugin "$plugin"} \
+    --nranks "$1" --pattern ring-allreduce --sizes "$2" --iters 300 --warmup 5 \
+    --no-tcp-baseline --quiet --timeout 60 >"$dir/out"
+  grep -q "^# data verified: every received byte matched" "$dir/out"
+  python3 - "$dir" "$@" <<'PY'
+import glob, sys
+d, ranks, size, messages, limit, before = sys.argv[1:]
+records = 0
+for f in glob.glob(d + "/t.*"):
+    for line in open(f):
+        # sendto(fd, "...", 16, MSG_NOSIGNAL|MSG_DONTWAIT, NULL, 0) = 16: one record (a
+        # clear-to-send, or an ask: the header's 16 bytes of fields).
+        records += line.startswith("sendto(") and ", 16, MSG_" in line and line.rstrip().endswith("= 16")
+per = records / int(messages)
+print(f"{ranks} ranks, {size}: {records} records for {messages} messages, {per:.3f} per message")
+if per > float(limit):
+    sys.exit(f"{per:.3f} records per message (more than {limit}; {before} before): "
+             "clear-to-sends that the sender's bound did not need")
+PY
+}
+# 3 ranks x 4 steps, one message each; 1 MiB: --iters capped to 256 by --iter-bytes' 256M.
+check 3 1M $(((256 + 5) * 12)) 0.75 1.0
+# 4 ranks x 6 steps.
+check 4 256K $(((300 + 5) * 24)) 0.13 0.19-0.26
