@@ -392,7 +392,7 @@ bool TcpConnection::cts_may_wait() const {
 }
 
 // A message that must wait for its clear-to-send asks for it, unless its receiver sends that
-// record unasked as soon as it posts the receive (a buffer over a quarter of this side's window,
+// record unasked as soon as it posts the receive (a buffer of at least half this side's window,
 // wire.h): the ask was then a syscall at each end for a record on its way anyway (3 ranks,
 // 8-32 MiB all-reduce: every 512 KiB slice asked, a fifth of the sender's sendto()). Such a
 // message waits as "retry later" (no request: NCCL calls isend again, which reads the control

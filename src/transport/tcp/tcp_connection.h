@@ -168,11 +168,11 @@ class TcpConnection final : public Connection {
   std::array<bool, NCCL_NET_MAX_REQUESTS> early_{};
   // Sender, clear-to-sends on request: what can bring a record (isend reads the control socket
   // for one only then). One past the last message that asked for its clear-to-send or credit
-  // (an ask, kFlagCredit); whether the receiver also sends them unasked (for a buffer over a
-  // quarter of this side's NCCL_MESH_TCP_EAGER_WINDOW, irecv: a record for a message past the first
-  // request window that nobody asked for). cts_may_wait() also counts the first request window,
-  // while it is open (next_seq_ below it: the receiver sends one per posted receive until it
-  // reads the first on-request header, which it reads before it can post a receive past it).
+  // (an ask, kFlagCredit); whether the receiver also sends them unasked (for a buffer of at
+  // least half this side's NCCL_MESH_TCP_EAGER_WINDOW, irecv: a record for a message past the
+  // first request window that nobody asked for). cts_may_wait() also counts the first request
+  // window, while it is open (next_seq_ below it: the receiver sends one per posted receive until
+  // it reads the first on-request header, which it reads before it can post a receive past it).
   uint32_t requested_end_ = 0;
   bool unasked_cts_ = false;
   bool cts_may_wait() const;
