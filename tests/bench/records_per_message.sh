@@ -15,30 +15,31 @@
 # usage: records_per_message.sh BENCH [PLUGIN]
 # shellcheck source=tests/bench/strace_setup.sh
 . "$(dirname "$0")/strace_setup.sh"
-check() {  # ranks size messages limit before
+check() {  # ranks size iters steps limit before
   rm -f "$dir"/t.*
+  # --iter-bytes high enough that the bench runs every one of --iters all-reduces.
   # shellcheck disable=SC2086
   strace -ff -qq -e trace=sendto -o "$dir/t" "$bench" ${plugin:+--plugin "$plugin"} \
-    --nranks "$1" --pattern ring-allreduce --sizes "$2" --iters 300 --warmup 5 \
-    --no-tcp-baseline --quiet --timeout 60 >"$dir/out"
+    --nranks "$1" --pattern ring-allreduce --sizes "$2" --iters "$3" --warmup 5 \
+    --iter-bytes 1G --no-tcp-baseline --quiet --timeout 60 >"$dir/out"
   grep -q "^# data verified: every received byte matched" "$dir/out"
   python3 - "$dir" "$@" <<'PY'
 import glob, sys
-d, ranks, size, messages, limit, before = sys.argv[1:]
+d, ranks, size, iters, steps, limit, before = sys.argv[1:]
+messages = (int(iters) + 5) * int(steps)  # every rank sends one message per step
 records = 0
 for f in glob.glob(d + "/t.*"):
     for line in open(f):
         # sendto(fd, "...", 16, MSG_NOSIGNAL|MSG_DONTWAIT, NULL, 0) = 16: one record (a
         # clear-to-send, or an ask: the header's 16 bytes of fields).
         records += line.startswith("sendto(") and ", 16, MSG_" in line and line.rstrip().endswith("= 16")
-per = records / int(messages)
+per = records / messages
 print(f"{ranks} ranks, {size}: {records} records for {messages} messages, {per:.3f} per message")
 if per > float(limit):
     sys.exit(f"{per:.3f} records per message (more than {limit}; {before} before): "
              "clear-to-sends that the sender's bound did not need")
 PY
 }
-# 3 ranks x 4 steps, one message each; 1 MiB: --iters capped to 256 by --iter-bytes' 256M.
-check 3 1M $(((256 + 5) * 12)) 0.75 1.0
-# 4 ranks x 6 steps.
-check 4 256K $(((300 + 5) * 24)) 0.13 0.19-0.26
+# Steps of all ranks: 3 ranks x 2(3-1), 4 ranks x 2(4-1).
+check 3 1M 256 12 0.75 1.0
+check 4 256K 300 24 0.13 0.19-0.26

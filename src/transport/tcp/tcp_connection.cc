@@ -360,8 +360,7 @@ bool TcpConnection::credit_rule(uint64_t ahead, uint64_t outstanding, size_t siz
   if (ahead * 2 < early_.size() && (outstanding + another) * 2 <= bound) return false;
   // A credit or ask of its own not answered yet (or answered, not read): that record returns
   // these charges too.
-  const bool pending = static_cast<int32_t>(requested_end_ - cts_received_) > 0;
-  return !pending || since_bytes * 4 >= bound || since_msgs * 4 >= early_.size();
+  return !record_requested() || since_bytes * 4 >= bound || since_msgs * 4 >= early_.size();
 }
 
 // The bytes a message of `size` may have ahead of the clear-to-sends, itself included (above).
@@ -388,7 +387,12 @@ bool TcpConnection::credit_due(size_t size) const {
 // 2^32 messages the count wraps and it reads as open again for one window: a few reads more).
 bool TcpConnection::cts_may_wait() const {
   const bool first_window = next_seq_ < static_cast<uint32_t>(early_.size());
-  return unasked_cts_ || first_window || static_cast<int32_t>(requested_end_ - cts_received_) > 0;
+  return unasked_cts_ || first_window || record_requested();
+}
+
+// A message asked for its clear-to-send or credit whose record has not been read yet.
+bool TcpConnection::record_requested() const {
+  return static_cast<int32_t>(requested_end_ - cts_received_) > 0;
 }
 
 // A message that must wait for its clear-to-send asks for it, unless its receiver sends that

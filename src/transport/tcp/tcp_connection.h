@@ -176,6 +176,7 @@ class TcpConnection final : public Connection {
   uint32_t requested_end_ = 0;
   bool unasked_cts_ = false;
   bool cts_may_wait() const;
+  bool record_requested() const;
   bool credit_rule(uint64_t ahead, uint64_t outstanding, size_t size, uint64_t since_bytes,
                    uint64_t since_msgs) const;
   uint64_t early_bound(size_t size) const;
