@@ -79,8 +79,8 @@ struct SettingEnum<RelayScope> {
     "Bytes (headers included) beyond NCCL_MESH_TCP_EAGER_BYTES a sender may write before the "    \
     "clear-to-send when the receiver's kernel has already advertised TCP window room for them "   \
     "on every socket they use (direct connections only; needs NCCL_MESH_TCP_EAGER_BYTES > 0); "   \
-    "twice that in messages under half of it. The sender then asks for the clear-to-sends it "    \
-    "needs. 0: only the budget, and one clear-to-send per receive.")                              \
+    "four times that in messages under half of it. The sender then asks for the clear-to-sends "  \
+    "it needs. 0: only the budget, and one clear-to-send per receive.")                           \
   X(int64_t, tcp_user_timeout_ms, "NCCL_MESH_TCP_USER_TIMEOUT_MS", 20000, 0, 3600000,             \
     "TCP_USER_TIMEOUT and keepalive budget: a peer or cable that stops acknowledging for this "   \
     "long turns into an error on the connection (0 = kernel defaults, many minutes).")            \

@@ -624,7 +624,7 @@ TEST(TcpCtsOnRequest, TheSenderReadsForCreditOnlyWhereARecordCanBeOnItsWay) {
 // One credit asked at a time: it returns every charge before it, so a sender whose credit is
 // not answered yet asks again only a quarter of its bound, or of the request window, later.
 // 32 KiB messages (32832 bytes with the header) are under half the 1 MiB window, so their bound
-// is 2 MiB: all 32 of a request window go early with no receive posted, and from half of that
+// is 4 MiB: all 32 of a request window go early with no receive posted, and from half of that
 // window ahead they ask for credit. Every message past such a point asked until the answer came
 // (0.19-0.26 records per message in a 4-rank 256 KiB ring); now one in eight (a quarter of the
 // request window). The test plays the receiver on the raw sockets: it reads each message off the
@@ -640,7 +640,7 @@ TEST(TcpCtsOnRequest, ACreditIsAskedAgainOnlyAQuarterOfTheBoundLater) {
     ASSERT_NE(req, nullptr) << "message " << seq << " neither went nor asked";
     std::vector<uint8_t> got(kHeaderSize + msg.size());
     ASSERT_TRUE(read_exact(h.data.get(), got.data(), got.size()))
-        << "message " << seq << " waited within twice the window";
+        << "message " << seq << " waited within its bound";
     ASSERT_EQ(ncclSuccess, wait_done(*h.conn, req)) << "message " << seq;
     const MessageHeader header = decode_header(got.data());
     ASSERT_EQ(header.seq, seq);

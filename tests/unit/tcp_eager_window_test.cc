@@ -272,12 +272,12 @@ TEST(TcpEagerWindow, OffOrWithoutAnAnswerTheSendWaits) {
   EXPECT_EQ(post_send(unix_send, msg), nullptr) << "sent early without a window to check";
 }
 
-// `count` messages of `bytes` with a 20 KiB window bound (and no grace period: a message its
+// `count` messages of `bytes` with a `window` bound (and no grace period: a message its
 // receiver clears unasked asks at once, tcp_cts_on_request_test): the first `fit` go before any
 // receive is posted and complete; the next asks for its clear-to-send, is in flight, but none of
 // its bytes may go, so it cannot complete until the receiver posts. Then everything arrives.
-void expect_bound(size_t bytes, size_t fit) {
-  TcpOptions o = options(20 * 1024);
+void expect_bound(size_t window, size_t bytes, size_t fit) {
+  TcpOptions o = options(window);
   o.ask_grace_ns = 0;
   Endpoints e = connect_tcp(o);
   std::vector<std::vector<uint8_t>> msgs;
@@ -306,16 +306,18 @@ void expect_bound(size_t bytes, size_t fit) {
 // bytes (header included): one fits in 20 KiB, the second waits.
 TEST(TcpEagerWindow, BytesAheadOfTheClearToSendsAreBoundedByTheWindow) {
   SKIP_WITHOUT_WINDOWS();
-  expect_bound(12 * 1024, 1);
+  expect_bound(20 * 1024, 12 * 1024, 1);
 }
 
 // A smaller one returns its charge only with a credit, which its receiver sends once it has
-// read the header (tcp_connection.cc credit_rule): twice the window, so that the credit asked at
-// half of it comes back before the sender stops. 8 KiB messages charge 8256 bytes: four fit in
-// 40 KiB, the fifth waits (under the window alone two went and the third waited).
-TEST(TcpEagerWindow, SmallerMessagesAreBoundedByTwiceTheWindow) {
+// read the header (tcp_connection.cc credit_rule): four times the window, so that the credit
+// asked at half of it comes back before the sender stops, and asked rarely (in a ring such
+// messages keep a step or two unread whatever the bound). 4 KiB messages under a 10 KiB window
+// charge 4160 bytes: nine fit in 40 KiB, the tenth waits (under twice the window four went and
+// the fifth waited, under the window alone two and the third).
+TEST(TcpEagerWindow, SmallerMessagesAreBoundedByFourTimesTheWindow) {
   SKIP_WITHOUT_WINDOWS();
-  expect_bound(8 * 1024, 4);
+  expect_bound(10 * 1024, 4 * 1024, 9);
 }
 
 TEST(TcpEagerWindow, ALateReceiverNeverLeavesBytesWaitingInTheSendersSockets) {

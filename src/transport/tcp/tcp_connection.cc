@@ -340,17 +340,21 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
 // asks again only once a quarter of the bound, or a quarter of a request window of messages,
 // went early since (or its answer came). Small messages then cost one record per several, large
 // ones one each.
-// Their bound is twice the window, so that the credit asked at half of it comes back before the
-// sender stops, with the receiver's lag in between: a ring step is sent while its receiver may
-// still be reading the step before last, and a 341 KiB step (3 ranks, 1 MiB all-reduce) under
-// a bound of 1 MiB needed the record of the step before last at once, hence one per message,
-// sent when the receive was posted (1.0 records per message; 0.5 now, and 0.19-0.26 -> 0.07
-// for the 64 KiB steps of 4 ranks at 256 KiB, where every message past half the bound asked
-// until the answer came: measurements.md, twenty-first pass). What a small message may hold
-// ahead is still bounded, and the kernel's windows bound it too (windows_have_room); large ones
-// keep the window: several 512 KiB slices of a 4-16 MiB all-reduce sent before their receiver
-// posts were read out of cache-cold buffers (3 ranks, 8 MiB: 1.2-1.5x the time with a 4 MiB
-// bound).
+// Their bound is four times the window. What it sets for them is mostly how often they ask:
+// their charges come back only with records, while a ring, where such messages run ahead, keeps
+// what its receiver has not read at a step or two (each step waits for the one before). A
+// credit asked at half the bound must come back before the sender stops, with the receiver's
+// lag in between: a 341 KiB step (3 ranks, 1 MiB all-reduce) is sent while its receiver may
+// still be reading the step before last. Under the window alone that needed the record of the
+// step before last at once, one per message, sent when the receive was posted (1.0 records per
+// message); under twice the window a credit about every second step (0.51); under four times,
+// about every fifth (0.21, and the 1 MiB all-reduce 3-6% faster: measurements.md,
+// twenty-second pass). The 64 KiB steps of 4 ranks at 256 KiB ask by the request window
+// instead (0.19-0.26 -> 0.07 records per message with one credit asked at a time,
+// twenty-first pass). What a small message may hold ahead is still bounded, and the kernel's
+// windows bound it too (windows_have_room); large ones keep the window: several 512 KiB slices
+// of a 4-16 MiB all-reduce sent before their receiver posts were read out of cache-cold buffers
+// (3 ranks, 8 MiB: 1.2-1.5x the time with a 4 MiB bound).
 // The small eager_bytes budget is left out: on-request connections also go on window room, so a
 // full budget stops nothing, and the next clear-to-send (credit, ask) returns it with the rest.
 bool TcpConnection::credit_rule(uint64_t ahead, uint64_t outstanding, size_t size,
@@ -366,7 +370,7 @@ bool TcpConnection::credit_rule(uint64_t ahead, uint64_t outstanding, size_t siz
 // The bytes a message of `size` may have ahead of the clear-to-sends, itself included (above).
 uint64_t TcpConnection::early_bound(size_t size) const {
   const uint64_t window = options_.eager_window_bytes;
-  return clears_unasked(size, window) ? window : 2 * window;
+  return clears_unasked(size, window) ? window : 4 * window;
 }
 
 // For a message already charged (its sequence number taken).
@@ -437,7 +441,7 @@ bool TcpConnection::may_send_eagerly(size_t size) const {
 // connection's small window, a late receiver that has filled its buffer, or a kernel that cannot
 // tell all answer no, and the message waits for its clear-to-send as before. The bytes ahead stay
 // bounded (early_bound: eager_window_bytes, 1 MiB by default, for a message of at least half of
-// it, twice that for a smaller one, credit_rule): with the window alone a sender of a large
+// it, four times that for a smaller one, credit_rule): with the window alone a sender of a large
 // transfer ran megabytes ahead and its receiver copied them out of cache-cold socket buffers (3-4
 // ranks, 4 MiB all-reduce: 1.3-1.5x slower; measurements.md).
 bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
