@@ -272,8 +272,8 @@ TEST(TcpEagerWindow, OffOrWithoutAnAnswerTheSendWaits) {
   EXPECT_EQ(post_send(unix_send, msg), nullptr) << "sent early without a window to check";
 }
 
-// `count` messages of `bytes` with a `window` bound (and no grace period: a message its
-// receiver clears unasked asks at once, tcp_cts_on_request_test): the first `fit` go before any
+// Messages of `bytes` under a `window` (and no grace period: a message its receiver clears
+// unasked asks at once, tcp_cts_on_request_test): the first `fit` go before any
 // receive is posted and complete; the next asks for its clear-to-send, is in flight, but none of
 // its bytes may go, so it cannot complete until the receiver posts. Then everything arrives.
 void expect_bound(size_t window, size_t bytes, size_t fit) {

@@ -340,21 +340,17 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
 // asks again only once a quarter of the bound, or a quarter of a request window of messages,
 // went early since (or its answer came). Small messages then cost one record per several, large
 // ones one each.
-// Their bound is four times the window. What it sets for them is mostly how often they ask:
-// their charges come back only with records, while a ring, where such messages run ahead, keeps
-// what its receiver has not read at a step or two (each step waits for the one before). A
-// credit asked at half the bound must come back before the sender stops, with the receiver's
-// lag in between: a 341 KiB step (3 ranks, 1 MiB all-reduce) is sent while its receiver may
-// still be reading the step before last. Under the window alone that needed the record of the
-// step before last at once, one per message, sent when the receive was posted (1.0 records per
-// message); under twice the window a credit about every second step (0.51); under four times,
-// about every fifth (0.21, and the 1 MiB all-reduce 3-6% faster: measurements.md,
-// twenty-second pass). The 64 KiB steps of 4 ranks at 256 KiB ask by the request window
-// instead (0.19-0.26 -> 0.07 records per message with one credit asked at a time,
-// twenty-first pass). What a small message may hold ahead is still bounded, and the kernel's
-// windows bound it too (windows_have_room); large ones keep the window: several 512 KiB slices
-// of a 4-16 MiB all-reduce sent before their receiver posts were read out of cache-cold buffers
-// (3 ranks, 8 MiB: 1.2-1.5x the time with a 4 MiB bound).
+// A small message's bound is four times the window. In a ring, where such messages run ahead,
+// each step waits for the one before, so what the receiver has not read stays at a step or two
+// whatever the bound; the bound mostly sets how often they ask. The credit asked at half of it
+// must come back before the sender stops, with the receiver's lag in between: a 341 KiB step (3
+// ranks, 1 MiB all-reduce) is sent while its receiver may still read the step before last.
+// Records per such step: 1.0 under the window (cleared when posted), 0.51 under twice it, 0.21
+// under four times (the all-reduce 3-6% faster: measurements.md, twenty-second pass); the 64 KiB
+// steps of 4 ranks at 256 KiB ask by the request window (0.07). Large messages keep the window:
+// several 512 KiB slices of a 4-16 MiB all-reduce sent before their receiver posts were read
+// out of cache-cold buffers (3 ranks, 8 MiB: 1.2-1.5x the time with a 4 MiB bound). The kernel's
+// windows bound both (windows_have_room).
 // The small eager_bytes budget is left out: on-request connections also go on window room, so a
 // full budget stops nothing, and the next clear-to-send (credit, ask) returns it with the rest.
 bool TcpConnection::credit_rule(uint64_t ahead, uint64_t outstanding, size_t size,
