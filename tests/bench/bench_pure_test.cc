@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cable_merge.h"
+#include "cpu_pin.h"
 #include "launch_env.h"
 #include "metrics.h"
 #include "pattern.h"
@@ -57,6 +58,44 @@ TEST(ParseSize, List) {
   EXPECT_EQ(*l, (std::vector<uint64_t>{8, 1024, 64ull << 20, 1ull << 30}));
   EXPECT_FALSE(parse_size_list("8,,16"));
   EXPECT_FALSE(parse_size_list("8,x"));
+}
+
+TEST(CpuList, OneCpuPerRankRepeatingModuloTheLength) {
+  const auto cpus = parse_cpu_list("0,1,1");
+  ASSERT_TRUE(cpus.has_value());
+  EXPECT_EQ(*cpus, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(cpu_for_rank(*cpus, 0), 0);
+  EXPECT_EQ(cpu_for_rank(*cpus, 2), 1);
+  EXPECT_EQ(cpu_for_rank(*cpus, 3), 0);  // a 4th rank wraps around
+  EXPECT_EQ(format_cpu_list(*cpus), "0,1,1");
+  EXPECT_EQ(parse_cpu_list("1023"), (std::vector<int>{1023}));
+}
+
+TEST(CpuList, RejectsWhatIsNotACpuNumber) {
+  for (const char* bad :
+       {"", ",", "0,", ",1", "0,,1", "a", "1a", "-1", "1024", "0-3", " 1", "99999999999"}) {
+    std::string why;
+    EXPECT_FALSE(parse_cpu_list(bad, &why).has_value()) << "'" << bad << "'";
+    EXPECT_NE(why.find("is not a CPU number"), std::string::npos) << why;
+  }
+}
+
+TEST(CpuList, PinningRestrictsTheCallingThreadToItsCpu) {
+  const auto before = allowed_cpus();
+  ASSERT_FALSE(before.empty());
+  std::vector<int> after;
+  std::string why;
+  bool pinned = false;
+  // A thread of its own, so the test process keeps every CPU.
+  std::thread([&] {
+    pinned = pin_to_cpu(before.back(), &why);
+    after = allowed_cpus();
+  }).join();
+  ASSERT_TRUE(pinned) << why;
+  EXPECT_EQ(after, (std::vector<int>{before.back()}));
+  EXPECT_EQ(allowed_cpus(), before);
+  EXPECT_FALSE(pin_to_cpu(-1, &why));
+  EXPECT_NE(why.find("out of range"), std::string::npos) << why;
 }
 
 TEST(Sweep, PowersOfTwo) {

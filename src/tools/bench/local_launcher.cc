@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_pin.h"
 #include "errors.h"
 #include "plugin.h"
 #include "socket_io.h"
@@ -52,6 +54,19 @@ int run_local_launcher(int argc, char** argv, const Options& opt) {
   }
   setenv("NCCL_MESH_IFNAME", "lo", 1);
 
+  // Every listed CPU must be one this process may use: the kernel would refuse the pin in the
+  // child, after the other ranks started.
+  if (!opt.local_cpus.empty()) {
+    const auto allowed = allowed_cpus();
+    for (const int cpu : opt.local_cpus) {
+      if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
+        throw setup_error(
+            fmt::format("--local-cpus: CPU {} is not one this process may run on (CPUs {})", cpu,
+                        format_cpu_list(allowed)));
+      }
+    }
+  }
+
   uint16_t port = 0;
   Fd listener = tcp_listen(0x7f000001u, 0, nranks + 8, &port);
 
@@ -79,6 +94,12 @@ int run_local_launcher(int argc, char** argv, const Options& opt) {
     const pid_t pid = fork();
     if (pid < 0) throw setup_error(fmt::format("fork: {}", std::strerror(errno)));
     if (pid == 0) {
+      // Pinned before exec, so the rank's every thread (the plugin's included) inherits it.
+      std::string why;
+      if (!opt.local_cpus.empty() && !pin_to_cpu(cpu_for_rank(opt.local_cpus, r), &why)) {
+        std::fprintf(stderr, "nccl-mesh-bench: rank %d: %s\n", r, why.c_str());
+        _exit(kExitSetup);
+      }
       if (r == 0) {
         // Only rank 0 keeps the rendezvous socket across exec.
         fcntl(listener.get(), F_SETFD, 0);

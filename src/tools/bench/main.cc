@@ -12,6 +12,7 @@
 #include <exception>
 
 #include "context.h"
+#include "cpu_pin.h"
 #include "errors.h"
 #include "launch_env.h"
 #include "local_launcher.h"
@@ -28,6 +29,19 @@ namespace {
 
 using json = nlohmann::json;
 
+// A rank the local launcher pinned (--local-cpus) runs on its one CPU, or the run stops: a
+// comparison that says "pinned" must be.
+void check_pinned(const Options& opt) {
+  if (opt.local_cpus.empty()) return;
+  const int want = cpu_for_rank(opt.local_cpus, opt.local_rank);
+  const auto have = allowed_cpus();
+  if (have != std::vector<int>{want}) {
+    throw setup_error(
+        fmt::format("--local-cpus: rank {} should run on CPU {} alone, but may run on CPUs {}",
+                    opt.local_rank, want, format_cpu_list(have)));
+  }
+}
+
 // Fills ctx.rank/nranks/local_mode. Returns false for local mode (this process launches).
 bool resolve_role(Context& ctx) {
   const auto& opt = ctx.opt;
@@ -35,6 +49,7 @@ bool resolve_role(Context& ctx) {
     ctx.rank = opt.local_rank;
     ctx.nranks = opt.nranks;
     ctx.local_mode = true;
+    check_pinned(opt);
     return true;
   }
   std::string why;
@@ -42,6 +57,11 @@ bool resolve_role(Context& ctx) {
   if (!why.empty()) throw setup_error(why);
   const int rank = opt.rank >= 0 ? opt.rank : (env ? env->rank : -1);
   const int nranks = opt.nranks > 0 ? opt.nranks : (env ? env->size : 0);
+  if (rank >= 0 && !opt.local_cpus.empty()) {
+    throw setup_error(
+        "--local-cpus pins the ranks of local mode only (several hosts: pin with the launcher, "
+        "e.g. taskset or mpirun --bind-to)");
+  }
   if (rank < 0) {
     if (!opt.rendezvous.empty()) {
       throw setup_error("--rendezvous needs --rank (or a launcher environment such as mpirun's)");

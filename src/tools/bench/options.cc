@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "cpu_pin.h"
 #include "pattern.h"
 #include "sizes.h"
 
@@ -213,6 +214,11 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
                "ring patterns: time the plain-TCP ring before the plugin's at each size (default: "
                "the plugin first; the second one runs slower on a small machine, so compare both "
                "orders)");
+  app.add_option("--local-cpus", opt.local_cpus_text,
+                 "Local mode: pin rank r to the r-th CPU of this comma-separated list (modulo its "
+                 "length), e.g. 0,1,1. With more ranks than cores the scheduler moves a rank that "
+                 "blocks (the plain-TCP ring) to an idle core but not one that polls (the "
+                 "plugin's, as NCCL's proxy drives it); a fixed placement is the same for both");
   app.add_option("--duration", opt.duration,
                  "Seconds of continuous streaming of one size instead of a sweep")
       ->check(CLI::NonNegativeNumber);
@@ -308,6 +314,12 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   }
   const bool multi_host = opt.rank >= 0 || !opt.rendezvous.empty();
   if (opt.local_child() && multi_host) return fail("--local-rank is for the local launcher only");
+  if (!opt.local_cpus_text.empty()) {  // local mode only: main.cc resolve_role
+    std::string why;
+    auto cpus = parse_cpu_list(opt.local_cpus_text, &why);
+    if (!cpus) return fail("--local-cpus: " + why);
+    opt.local_cpus = std::move(*cpus);
+  }
   if (opt.rank >= 0 && opt.nranks > 0 && opt.rank >= opt.nranks) {
     return fail("--rank must be smaller than --nranks");
   }

@@ -61,6 +61,10 @@ struct Options {
   // pass), so a comparison that matters takes both orders (bench-interleaved.py
   // --alternate-order).
   bool tcp_first = false;
+  // Local mode: rank r runs on CPU local_cpus[r % size] (cpu_pin.h; empty: where the scheduler
+  // puts it). Parsed from --local-cpus.
+  std::string local_cpus_text;
+  std::vector<int> local_cpus;
   double duration = 0;
   double timeout = 60;
   double connect_delay = 0;  // fault tests: seconds between the handle exchange and connect()

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "context.h"
+#include "cpu_pin.h"
 #include "gin_put.h"
 #include "metrics.h"
 #include "sizes.h"
@@ -220,8 +221,13 @@ void print_report(const Context& ctx, const RunSummary& summary, const std::vect
              ctx.net->path());
   fmt::print("# device {} of {}: {}, {} Mbps, latency {} us, maxRecvs {}\n", opt.dev, ctx.ndev,
              ctx.dev_name, ctx.props.speed, ctx.props.latency, ctx.props.maxRecvs);
+  std::string pinned;
+  for (int r = 0; r < ctx.nranks && !opt.local_cpus.empty(); ++r) {
+    pinned += fmt::format("{}{}", r == 0 ? ", ranks pinned to CPUs " : ",",
+                          cpu_for_rank(opt.local_cpus, r));
+  }
   fmt::print("# {} ranks on {}{}\n", ctx.nranks, hosts,
-             ctx.local_mode ? " (local mode, NCCL_MESH_IFNAME=lo)" : "");
+             ctx.local_mode ? fmt::format(" (local mode, NCCL_MESH_IFNAME=lo{})", pinned) : "");
   const bool ring = is_ring(rows);
   const bool stream = !rows.empty() && rows.front().pattern == "stream";
   // Ring patterns time the plugin and the TCP ring one after the other at each size; the second
