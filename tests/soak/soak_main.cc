@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,43 @@ int count_fds() {
   while (readdir(d) != nullptr) ++n;
   closedir(d);
   return n - 3;  // ".", ".." and the DIR's own descriptor
+}
+
+// What each descriptor is (readlink of /proc/self/fd/N), to name the ones a failure differs by.
+std::map<int, std::string> fd_targets() {
+  std::map<int, std::string> out;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return out;
+  const int own = dirfd(d);
+  while (const dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == own) continue;
+    char target[256] = {};
+    const std::string path = std::string("/proc/self/fd/") + e->d_name;
+    const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+    out[fd] = n > 0 ? std::string(target, static_cast<size_t>(n)) : "?";
+  }
+  closedir(d);
+  return out;
+}
+
+// For "socket:[INODE]": the socket's line in /proc/net/{tcp,tcp6,unix} (addresses in hex, state),
+// so a failure says which connection or listener it was.
+std::string describe_target(const std::string& target) {
+  if (target.rfind("socket:[", 0) != 0) return target;
+  const std::string inode = target.substr(8, target.size() - 9);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6", "/proc/net/unix"}) {
+    std::ifstream f(table);
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.find(" " + inode + " ") != std::string::npos ||
+          (line.size() > inode.size() &&
+           line.compare(line.size() - inode.size(), inode.size(), inode) == 0)) {
+        return target + " " + table + ":" + line;
+      }
+    }
+  }
+  return target;
 }
 
 long status_field(const char* key) {
@@ -121,6 +159,7 @@ int main(int argc, char** argv) {
   const int warmup = cycles < 100 ? 1 : 50;
   int base_fds = 0;
   long base_threads = 0, base_rss = 0, max_rss = 0;
+  std::map<int, std::string> base_targets, base_described;
   std::printf("%8s %6s %8s %10s\n", "cycle", "fds", "threads", "rss_kib");
   for (int i = 0; i < cycles; ++i) {
     if (!cycle(net, ctx, i)) return 1;
@@ -150,6 +189,8 @@ int main(int argc, char** argv) {
     const long rss = status_field("VmRSS:");
     if (i + 1 == warmup) {
       base_fds = fds;
+      base_targets = fd_targets();
+      for (const auto& [fd, target] : base_targets) base_described[fd] = describe_target(target);
       base_threads = threads;
       base_rss = rss;
     }
@@ -159,6 +200,20 @@ int main(int argc, char** argv) {
       if (fds != base_fds || threads != base_threads) {
         std::printf("FAIL cycle %d: fds %d (after warm-up %d), threads %ld (after warm-up %ld)\n",
                     i + 1, fds, base_fds, threads, base_threads);
+        // Name the descriptors the two counts differ by (a socket with its /proc/net line: a
+        // connection of the host's relay agent, say, shows its @nccl-mesh-relay name).
+        const auto now_targets = fd_targets();
+        for (const auto& [fd, target] : base_targets) {
+          const auto it = now_targets.find(fd);
+          if (it == now_targets.end() || it->second != target)
+            std::printf("  fd %d after warm-up: %s, now: %s\n", fd, base_described[fd].c_str(),
+                        it == now_targets.end() ? "closed" : it->second.c_str());
+        }
+        for (const auto& [fd, target] : now_targets) {
+          if (base_targets.find(fd) == base_targets.end())
+            std::printf("  fd %d after warm-up: closed, now: %s\n", fd,
+                        describe_target(target).c_str());
+        }
         return 1;
       }
     }
