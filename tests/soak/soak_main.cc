@@ -20,16 +20,8 @@
 
 namespace {
 
-int count_fds() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == nullptr) return -1;
-  while (readdir(d) != nullptr) ++n;
-  closedir(d);
-  return n - 3;  // ".", ".." and the DIR's own descriptor
-}
-
-// What each descriptor is (readlink of /proc/self/fd/N), to name the ones a failure differs by.
+// What each open descriptor is (readlink of /proc/self/fd/N; the walk's own left out): counted
+// every cycle, and named when a failure differs by some.
 std::map<int, std::string> fd_targets() {
   std::map<int, std::string> out;
   DIR* d = opendir("/proc/self/fd");
@@ -64,6 +56,10 @@ std::string describe_target(const std::string& target) {
     }
   }
   return target;
+}
+
+int count_fds() {
+  return static_cast<int>(fd_targets().size());
 }
 
 long status_field(const char* key) {
