@@ -229,6 +229,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
   r->data = static_cast<uint8_t*>(data);
   r->size = size;
   r->seq = next_seq_++;
+  tx_large_recent_ = next_large_recent(tx_large_recent_, size, options_.eager_window_bytes);
   const bool early = budgeted || on_window;
   if (early) {
     const size_t i = r->seq % early_.size();
@@ -296,14 +297,22 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
   order_[(order_head_ + order_count_) % order_.size()] = r;
   ++order_count_;
   // One clear-to-send per posted receive, until the sender says it asks for the ones it needs
-  // (wire.h): then only for a message that already asked, and for a buffer of at least half the
-  // sender's NCCL_MESH_TCP_EAGER_WINDOW (from its hello; the sender waits for those without
-  // asking, may_ask_now). At most two such messages fit in the sender's bound for them, so each
-  // one's charge should come back as soon as its receive is posted, not when the receiver
-  // reaches its header (credit_rule); and one record per message that large costs little.
+  // (wire.h): then only for a message that already asked, and unasked for a buffer of at least
+  // half the sender's NCCL_MESH_TCP_EAGER_WINDOW (from its hello) while one of the last two
+  // headers read was of a message that large too (wire.h owes_unasked; the sender waits for
+  // those without asking, may_ask_now). At most two such messages fit in the sender's bound for
+  // them, so each one's charge should come back as soon as its receive is posted, not when the
+  // receiver reaches its header (credit_rule); and one record per message that large costs little.
+  // The buffer alone does not tell: NCCL posts every receive of its Simple protocol with the whole
+  // step slot (1 MiB by default), whatever the message, and a record for each 21-85 KiB step
+  // of a 3-4 rank ring cost 13-50% of the plugin's time (measurements.md, twenty-fourth pass).
+  // If the headers before this receive owe it the record after all, reading them sends it
+  // (clear_after_header).
   const size_t i = r->seq % asked_.size();
   r->asked = asked_[i];  // its ask came before it was posted: another one would be a repeat
-  if (asked_[i] || !on_request_ || clears_unasked(r->capacity, options_.eager_window_bytes)) {
+  if (asked_[i] || !on_request_ ||
+      (owes_unasked(rx_large_recent_) &&
+       clears_unasked(r->capacity, options_.eager_window_bytes))) {
     asked_[i] = false;
     if (!queue_cts(r)) return report_failure();
   }
@@ -330,7 +339,8 @@ ncclResult_t TcpConnection::irecv(int n, void** data, size_t* sizes, int* /*tags
 // did not fit, as the receiver does.
 // With clear-to-sends on request nothing returns what an early message charged unless the
 // receiver sends a clear-to-send at or past it. A message of at least half eager_window_bytes
-// gets one unasked when its receive is posted (wire.h clears_unasked), so its charge comes back
+// gets one unasked when its receive is posted (wire.h clears_unasked; after a smaller message
+// or two it asks for credit instead, owes_unasked), so its charge comes back
 // as soon as the receiver reaches it; it may go early while the bytes ahead of the records stay
 // within the window (early_bound). A smaller message gets one only when a header asks for it
 // (kFlagCredit), which the receiver answers once it has posted that receive and read the header:
@@ -396,19 +406,21 @@ bool TcpConnection::record_requested() const {
 }
 
 // A message that must wait for its clear-to-send asks for it, unless its receiver sends that
-// record unasked as soon as it posts the receive (a buffer of at least half this side's window,
-// wire.h): the ask was then a syscall at each end for a record on its way anyway (3 ranks,
-// 8-32 MiB all-reduce: every 512 KiB slice asked, a fifth of the sender's sendto()). Such a
-// message waits as "retry later" (no request: NCCL calls isend again, which reads the control
-// socket for the record) and asks only once the grace period (20 ms) is over. A receive posted
-// with a buffer at least the message's size always gets the record unasked, so the ask then
-// only serves a buffer too small for the message (which the receiver does not clear unasked):
-// it still fails both ends, 20 ms later, instead of a send that never starts. With 1 ms a
-// third of those slices still asked (receivers a ring step behind). Waiting in flight instead
-// (a request, its ask held back) let NCCL post the messages behind it, whose test() calls each
-// read the control socket: 3 ranks, 8-32 MiB, slower than retry later.
+// record unasked as soon as it posts the receive or reads the header before it (a buffer of at
+// least half this side's window, after a message that large: wire.h owes_unasked): the ask was then
+// a syscall at each end for a record on its way anyway (3 ranks, 8-32 MiB all-reduce: every 512 KiB
+// slice asked, a fifth of the sender's sendto()). Such a message waits as "retry later" (no
+// request: NCCL calls isend again, which reads the control socket for the record) and asks only
+// once the grace period (20 ms) is over. A receive posted with a buffer at least the message's size
+// always gets the record unasked, so the ask then only serves a buffer too small for the message
+// (which the receiver does not clear unasked): it still fails both ends, 20 ms later, instead of a
+// send that never starts. With 1 ms a third of those slices still asked (receivers a ring step
+// behind). Where the record is not owed (the two messages before were smaller) the message asks at
+// once. Waiting in flight instead (a request, its ask held back) let NCCL post the messages behind
+// it, whose test() calls each read the control socket: 3 ranks, 8-32 MiB, slower than retry later.
 bool TcpConnection::may_ask_now(size_t size) {
-  if (options_.ask_grace_ns <= 0 || !clears_unasked(size, options_.eager_window_bytes)) {
+  if (options_.ask_grace_ns <= 0 || !clears_unasked(size, options_.eager_window_bytes) ||
+      !owes_unasked(tx_large_recent_)) {
     return true;
   }
   const int64_t now = monotonic_ns();
@@ -809,6 +821,7 @@ bool TcpConnection::progress_recv(Request* r) {
   ++rx_next_header_;
   ask_polls_ = 0;  // test(): asks are read only after kAskPolls calls without a header
   if ((h.flags & kFlagCredit) != 0 && !r->cts_sent && !queue_cts(r)) return false;
+  if (!clear_after_header(r, h.size)) return false;
   // Bytes read past the first part belong to the stream's next message: back to the stream,
   // before any other part of this message is queued (its I/O thread may then write there).
   const size_t first = part_range(h.size, h.nparts, 0).length;
@@ -818,6 +831,23 @@ bool TcpConnection::progress_recv(Request* r) {
   }
   rx_first_part_ = first;
   return start_parts(r, h.nparts, early);
+}
+
+// After the header of message r (wire.h owes_unasked): if it or the one before was of at least
+// half the sender's window, the next receive is owed its clear-to-send unasked, if that one is
+// posted with a buffer that large and got none when it was posted (the header before it was
+// not read yet, and the last two read were small). This one needs no record of its own any
+// more: its header is here, so it went before its clear-to-send, and the next record skips it.
+bool TcpConnection::clear_after_header(Request* r, uint64_t size) {
+  rx_large_recent_ = next_large_recent(rx_large_recent_, size, options_.eager_window_bytes);
+  if (!owes_unasked(rx_large_recent_) || !on_request_ || order_count_ < 2 ||
+      order_[order_head_] != r) {
+    return true;
+  }
+  Request* next = order_[(order_head_ + 1) % order_.size()];
+  if (next->cts_sent || !clears_unasked(next->capacity, options_.eager_window_bytes)) return true;
+  r->cts_sent = true;
+  return queue_cts(next);
 }
 
 // The receiver's control socket carries only asks (wire.h), read in batches: one recv() per call

@@ -99,6 +99,7 @@ class TcpConnection final : public Connection {
   bool write_queued(uint8_t* queue, size_t* len);  // control socket: a queue of records
   bool queue_cts(Request* r);                      // receiver
   bool accept_ask(const MessageHeader& h);         // receiver
+  bool clear_after_header(Request* r, uint64_t size);  // receiver: r's header was just read
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
   // Queues a message's parts; receiver: `first_done` bytes of the first came with the header.
@@ -160,7 +161,10 @@ class TcpConnection final : public Connection {
   // within the grace period: isend answers "retry later" until the record comes or the period
   // is over. Which message waits so (next_seq_ when it first did), and until when (0: none has
   // waited yet; a deadline on the steady clock is never 0).
+  // Only where one of the two messages before it was that large itself (wire.h owes_unasked):
+  // which of messages next_seq_ - 1 and - 2 were (wire.h next_large_recent).
   bool may_ask_now(size_t size);
+  uint8_t tx_large_recent_ = kLargeRecentAtStart;
   uint32_t unasked_wait_seq_ = 0;
   int64_t unasked_wait_until_ns_ = 0;
   // Sender: which messages went before their clear-to-send and still charge eager_bytes or
@@ -190,6 +194,10 @@ class TcpConnection final : public Connection {
   // the next header proper, and asks read before their receive was posted.
   bool on_request_ = false;
   uint32_t rx_next_header_ = 0;
+  // Receiver: which of the last two headers read were of messages of at least half the
+  // sender's window (wire.h next_large_recent): while one was, irecv sends a large buffer's
+  // clear-to-send unasked at once (wire.h owes_unasked).
+  uint8_t rx_large_recent_ = kLargeRecentAtStart;
   // Receiver: the last message's first part, the guess for the next one's
   // (DataStream::read_header_and_payload; 0: none yet, the stage way).
   size_t rx_first_part_ = 0;

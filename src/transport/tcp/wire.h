@@ -37,14 +37,21 @@
 //   [0] u32 sequence number of the receive   [4] u32 reserved (0)   [8] u64 buffer capacity
 // Until the sender's first kOnRequest record the receiver sends one per posted receive. After
 // it, only for an ask, a kCredit header, a header too large for its buffer (so that the sender
-// fails with the capacity too), and unasked for every receive whose buffer is at least half
-// the sender's eager window (clears_unasked: the window comes in the sender's hello,
-// handshake/hello.h); a sequence number it skips is a message the sender sent before its
-// clear-to-send (a skip over any other is a protocol violation). A sender need not ask for a
-// message of at least that half (its buffer is at least as large, or the message fails): it
+// fails with the capacity too), and unasked for a receive whose buffer is at least half the
+// sender's eager window (clears_unasked: the window comes in the sender's hello,
+// handshake/hello.h) when one of the two messages before it is at least that large too
+// (owes_unasked, hello version 9): at the latest once the header before it is read, at once
+// when the receive is posted if one of the last two headers read was that large (a record
+// more than owed is harmless). The buffer alone does not say how large the message is: NCCL
+// posts its whole step slot for every message. Two, not one: a pipeline of such messages has
+// a smaller one at the end of each ring step, and the next step's first should not wait for
+// an ask. A sequence number it skips is a message the sender sent before its clear-to-send
+// (a skip over any other is a protocol violation). A sender need not ask for a message of at
+// least that half where it is owed (its buffer is at least as large, or the message fails): it
 // asks only once a grace period has passed without the clear-to-send, which an ask never
 // harms (the receiver answers a receive once) and which turns a buffer too small for the
-// message into the usual failure instead of a wait.
+// message into the usual failure instead of a wait. Where it is not owed, the sender asks at
+// once when it cannot send.
 // The sender moves a message's bytes only after its clear-to-send arrived, except eager messages
 // (tcp_connection.cc: a small budget, or TCP window room the receiver's kernel has advertised,
 // which its socket buffers then hold). Without it a late receiver (a rank busy computing) leaves
@@ -92,10 +99,23 @@ struct ClearToSend {
 void encode_cts(const ClearToSend& c, uint8_t* out);
 ClearToSend decode_cts(const uint8_t* in);
 
-// Whether a receive buffer of `bytes` gets its clear-to-send unasked, on a connection whose
-// sender's eager window is `window` (above; 0: every one does).
+// Whether `bytes` (a receive buffer, or a message) is large enough for the clear-to-send
+// unasked, on a connection whose sender's eager window is `window` (above; 0: every one is).
 inline bool clears_unasked(uint64_t bytes, uint64_t window) {
   return bytes * 2 >= window;
+}
+
+// Which of the last two messages on a connection were large (clears_unasked): bit 0 the last,
+// bit 1 the one before; both sides keep it, the sender as it sends, the receiver as it reads
+// the headers (in the same sequence order). Before the first message both count as large.
+inline constexpr uint8_t kLargeRecentAtStart = 3;
+inline uint8_t next_large_recent(uint8_t recent, uint64_t bytes, uint64_t window) {
+  return static_cast<uint8_t>(((recent << 1) & 2) | (clears_unasked(bytes, window) ? 1 : 0));
+}
+// Whether the next receive is owed its clear-to-send unasked (if its buffer is large): one of
+// the two messages before it was large.
+inline bool owes_unasked(uint8_t recent) {
+  return recent != 0;
 }
 
 }  // namespace mesh::tcp
