@@ -11,20 +11,26 @@
 #   (0.21).
 # * 4 ranks, 256 KiB (64 KiB steps): every message past half the bound asked for credit until
 #   the answer came, 0.19-0.26 per message; with one credit asked at a time, 0.07.
+# * The same 4-rank ring, and 3 ranks at 64 KiB (21 KiB steps), with every receive posted on a
+#   1 MiB buffer as NCCL posts its Simple protocol's step slots (--recv-capacity 1M): the
+#   receiver cleared each one unasked for its buffer alone, 1.00 per message (hello version 8);
+#   now only after a message of half the window, so they ask for credit as above.
 # The counts are structural (the same within a few records run to run, and with the machine
 # busy); the limits sit between before and after.
 # usage: records_per_message.sh BENCH [PLUGIN]
 # shellcheck source=tests/bench/strace_setup.sh
 . "$(dirname "$0")/strace_setup.sh"
-check() {  # ranks size iters steps limit before
+check() {  # ranks size iters steps limit before [bench options...]
+  ranks=$1 size=$2 iters=$3 steps=$4 limit=$5 before=$6
+  shift 6
   rm -f "$dir"/t.*
   # --iter-bytes high enough that the bench runs every one of --iters all-reduces.
   # shellcheck disable=SC2086
   strace -ff -qq -e trace=sendto -o "$dir/t" "$bench" ${plugin:+--plugin "$plugin"} \
-    --nranks "$1" --pattern ring-allreduce --sizes "$2" --iters "$3" --warmup 5 \
-    --iter-bytes 1G --no-tcp-baseline --quiet --timeout 60 >"$dir/out"
+    --nranks "$ranks" --pattern ring-allreduce --sizes "$size" --iters "$iters" --warmup 5 \
+    --iter-bytes 1G --no-tcp-baseline --quiet --timeout 60 "$@" >"$dir/out"
   grep -q "^# data verified: every received byte matched" "$dir/out"
-  python3 - "$dir" "$@" <<'PY'
+  python3 - "$dir" "$ranks" "$size${1:+ $*}" "$iters" "$steps" "$limit" "$before" <<'PY'
 import glob, sys
 d, ranks, size, iters, steps, limit, before = sys.argv[1:]
 messages = (int(iters) + 5) * int(steps)  # every rank sends one message per step
@@ -44,3 +50,5 @@ PY
 # Steps of all ranks: 3 ranks x 2(3-1), 4 ranks x 2(4-1).
 check 3 1M 256 12 0.35 0.51
 check 4 256K 300 24 0.13 0.19-0.26
+check 4 256K 300 24 0.13 1.00 --recv-capacity 1M
+check 3 64K 300 12 0.13 1.00 --recv-capacity 1M

@@ -196,6 +196,12 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
                  "ring patterns: pipeline slice of a ring step over the plugin")
       ->capture_default_str()
       ->check(size_check);
+  app.add_option(
+         "--recv-capacity", opt.recv_capacity_text,
+         "ring patterns: post each plugin receive with a buffer of at least this size, "
+         "as NCCL posts its whole step slot (1M for Simple by default); 0: the slice's own size")
+      ->capture_default_str()
+      ->check(size_check);
   app.add_option("--channels", opt.channels,
                  "ring-traffic: connections per ring neighbour, each with its share of every "
                  "chunk (NCCL's channels)")
@@ -257,6 +263,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   opt.buffer_bytes = resolve_size(opt.buffer_bytes_text);
   opt.latency_max_bytes = resolve_size(opt.latency_max_text);
   opt.slice_bytes = resolve_size(opt.slice_text);
+  opt.recv_capacity = resolve_size(opt.recv_capacity_text);
   if (opt.slice_bytes < 4) return fail("--slice-bytes must be at least 4");
   if (opt.buffer_bytes == 0) return fail("--buffer-bytes must be positive");
 

@@ -46,6 +46,10 @@ struct Options {
   std::string buffer_bytes_text = "256M";
   std::string latency_max_text = "64K";
   std::string slice_text = "512K";
+  // Ring patterns: each plugin receive is posted with a buffer of at least this many bytes, as
+  // NCCL's proxy posts its whole step slot whatever the message (Simple: NCCL_BUFFSIZE / 8 x 2,
+  // 1 MiB by default); "0": the slice's own size.
+  std::string recv_capacity_text = "0";
   int channels = 1;  // ring-traffic: connections per ring neighbour (NCCL's channels)
   bool verify = true;
   bool tcp_baseline = true;
@@ -86,6 +90,7 @@ struct Options {
   uint64_t buffer_bytes = 0;
   uint64_t latency_max_bytes = 0;
   uint64_t slice_bytes = 0;
+  uint64_t recv_capacity = 0;
 
   bool local_child() const { return local_rank >= 0; }
   const char* pattern_name() const;

@@ -102,8 +102,8 @@ class PluginRing final : public RingTransport {
     while (s_done < n_send || r_done < n_recv) {
       bool moved = false;
       while (r_posted < n_recv && r_posted - r_done < w) {
-        void* req = ctx_.net->irecv(in.recv_comm, recv_ptr(r_posted), len(r_posted, recv_count) * 4,
-                                    prev_, recv_mh, prev_);
+        void* req = ctx_.net->irecv(in.recv_comm, recv_ptr(r_posted),
+                                    capacity(len(r_posted, recv_count) * 4), prev_, recv_mh, prev_);
         if (req == nullptr) break;
         r_req[r_posted % w] = req;
         ++r_posted;
@@ -150,6 +150,10 @@ class PluginRing final : public RingTransport {
   int prev_ = 0;
   size_t slice_floats_ = 0;
   int window_ = 1;
+  // A receive's buffer as posted (options.h recv_capacity).
+  size_t capacity(size_t bytes) const {
+    return std::max<size_t>(bytes, static_cast<size_t>(ctx_.opt.recv_capacity));
+  }
 };
 
 class TcpRing final : public RingTransport {
@@ -246,6 +250,7 @@ class PipelinedTrafficRun final : public RingRun {
     // The reduce-scatter's slices land in tmp, one slot per window entry of each channel.
     const size_t slots = buf.tmp_bytes / (slice_floats_ * 4) / static_cast<size_t>(channels_);
     window_ = std::max<size_t>(1, std::min(static_cast<size_t>(ctx.opt.window), slots));
+    capacity_ = static_cast<size_t>(ctx.opt.recv_capacity);
   }
   const char* name() const override { return "plugin"; }
 
@@ -342,7 +347,7 @@ class PipelinedTrafficRun final : public RingRun {
     PeerLink& in = ctx_.link(prev_, ch.index);
     while (ch.r_posted < ch.recvs.size() && ch.r_posted - ch.r_done < window_) {
       const Slice& sl = ch.recvs[ch.r_posted];
-      void* req = ctx_.net->irecv(in.recv_comm, sl.ptr, sl.floats * 4, prev_,
+      void* req = ctx_.net->irecv(in.recv_comm, sl.ptr, std::max(sl.floats * 4, capacity_), prev_,
                                   arena_.recv_mh(prev_, ch.index), prev_);
       if (req == nullptr) break;
       ch.r_req[ch.r_posted % window_] = req;
@@ -388,6 +393,7 @@ class PipelinedTrafficRun final : public RingRun {
   size_t slice_floats_ = 0;
   int channels_ = 1;
   size_t window_ = 1;
+  size_t capacity_ = 0;  // options.h recv_capacity
   std::vector<Channel> chans_;
   size_t planned_count_ = SIZE_MAX;
 };
@@ -441,7 +447,8 @@ std::vector<Row> run_ring(Context& ctx) {
                                          std::max(opt.buffer_bytes, opt.slice_bytes));
   const uint64_t tmp_bytes =
       whole_pages(std::max(chunk_max, window_bytes * static_cast<uint64_t>(opt.channels)));
-  Arena arena(ctx, 2 * io_bytes + tmp_bytes);
+  // --recv-capacity: a receive posted anywhere in recv or tmp has that much arena behind it.
+  Arena arena(ctx, 2 * io_bytes + tmp_bytes + whole_pages(opt.recv_capacity));
   RingBuffers buf;
   buf.send = reinterpret_cast<float*>(arena.data());
   buf.recv = reinterpret_cast<float*>(arena.data() + io_bytes);
