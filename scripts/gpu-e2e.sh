@@ -41,7 +41,9 @@
 # `TARGET all_reduce N ranks: Mesh busbw at >= 64 MiB NN% of the ring-traffic ceiling (target
 # >= 90%)` ("NOT a ceiling" above 110%: the first run, step by step on one connection, was
 # outrun by NCCL's 2 channels). Knobs: CEILING_SIZES (1K..512M, the bench's sizes),
-# CEILING_CHANNELS (2: connections per neighbour, NCCL's channel count), CEILING (0: skip).
+# CEILING_CHANNELS (2: connections per neighbour, NCCL's channel count), CEILING_RECV_CAPACITY
+# (1M: the buffer each receive is posted with, as NCCL posts its Simple protocol's whole step
+# slot whatever the message; 0: the message's own size), CEILING (0: skip).
 # The bench step's own targets include `never slower than Socket at any size` per collective
 # and rank count (tests/gpu/README.md).
 # A step whose ranks failed for want of a relay ("no common subnet": a plugin built without it,
@@ -325,7 +327,7 @@ if ((BUILT)); then
   # ---- the rig's ceiling (issue 28): the plugin alone with a ring all-reduce's traffic ---------
   if [[ ${CEILING:-1} != 0 ]]; then
     BENCH_RANKS=${BENCH_RANKS:-2,3,4}
-    export MESH_BENCH PLUGIN BENCH_RANKS CEILING_SIZES CEILING_CHANNELS
+    export MESH_BENCH PLUGIN BENCH_RANKS CEILING_SIZES CEILING_CHANNELS CEILING_RECV_CAPACITY
     ceiling() {
       local n rc=0 args=()
       mkdir -p "$OUT/ceiling"
@@ -334,7 +336,7 @@ if ((BUILT)); then
         # Same loopback as NCCL's ranks (NCCL_MESH_IFNAME=lo in the bench's local mode).
         # NCCL's channels (2 in the bench's runs: "2 coll channels" in its rank logs).
         "$MESH_BENCH" --plugin "$PLUGIN" --nranks "$n" --pattern ring-traffic \
-          --channels "${CEILING_CHANNELS:-2}" \
+          --channels "${CEILING_CHANNELS:-2}" --recv-capacity "${CEILING_RECV_CAPACITY:-1M}" \
           --sizes "${CEILING_SIZES:-1K,64K,256K,1M,4M,16M,64M,128M,256M,512M}" --warmup 1 \
           --timeout 60 --json "$OUT/ceiling/ring-traffic-n$n.json" || rc=1
         args+=(--ceiling "$n=$OUT/ceiling/ring-traffic-n$n.json")

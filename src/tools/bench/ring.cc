@@ -23,6 +23,13 @@ struct RingBuffers {
   float* recv = nullptr;  // output
   float* tmp = nullptr;   // incoming reduce-scatter data
   size_t tmp_bytes = 0;
+  // --recv-capacity: every plugin receive lands in a slot of its own, slot_bytes large (the
+  // plugin may write anywhere in the buffer it is given, as in NCCL's step slots), and is
+  // added or copied from there into place, as NCCL's kernel reads its slots. Null: receives land
+  // in place, on buffers of the slice's size.
+  uint8_t* slots = nullptr;
+  size_t slot_bytes = 0;
+  float* slot(size_t i) const { return reinterpret_cast<float*>(slots + i * slot_bytes); }
 };
 
 // Elements [begin, end) of chunk c when `count` elements are split over n ranks.
@@ -85,8 +92,12 @@ class PluginRing final : public RingTransport {
     // Reduce-scatter slices land in tmp (one slot per window entry) and are added into dst
     // (ring-traffic: dropped); all-gather slices land in place.
     auto recv_ptr = [&](size_t k) {
+      if (buf_.slots != nullptr) return buf_.slot(k % static_cast<size_t>(window_));
       return to_tmp ? buf_.tmp + (k % static_cast<size_t>(window_)) * slice_floats_
                     : dst + k * slice_floats_;
+    };
+    const auto posted_bytes = [&](size_t floats) {
+      return buf_.slots != nullptr ? buf_.slot_bytes : floats * 4;
     };
     const size_t w = static_cast<size_t>(window_);
     Waiter waiter(ctx_.opt.timeout, prev_, [&] {
@@ -103,7 +114,7 @@ class PluginRing final : public RingTransport {
       bool moved = false;
       while (r_posted < n_recv && r_posted - r_done < w) {
         void* req = ctx_.net->irecv(in.recv_comm, recv_ptr(r_posted),
-                                    capacity(len(r_posted, recv_count) * 4), prev_, recv_mh, prev_);
+                                    posted_bytes(len(r_posted, recv_count)), prev_, recv_mh, prev_);
         if (req == nullptr) break;
         r_req[r_posted % w] = req;
         ++r_posted;
@@ -134,7 +145,11 @@ class PluginRing final : public RingTransport {
                           "expected {}",
                           r_done, prev_, size, want * 4));
         }
-        if (reduce) add_into(dst + r_done * slice_floats_, recv_ptr(r_done), want);
+        if (reduce) {
+          add_into(dst + r_done * slice_floats_, recv_ptr(r_done), want);
+        } else if (!to_tmp && buf_.slots != nullptr) {
+          std::memcpy(dst + r_done * slice_floats_, recv_ptr(r_done), want * 4);
+        }
         ++r_done;
         moved = true;
       }
@@ -150,10 +165,6 @@ class PluginRing final : public RingTransport {
   int prev_ = 0;
   size_t slice_floats_ = 0;
   int window_ = 1;
-  // A receive's buffer as posted (options.h recv_capacity).
-  size_t capacity(size_t bytes) const {
-    return std::max<size_t>(bytes, static_cast<size_t>(ctx_.opt.recv_capacity));
-  }
 };
 
 class TcpRing final : public RingTransport {
@@ -250,7 +261,6 @@ class PipelinedTrafficRun final : public RingRun {
     // The reduce-scatter's slices land in tmp, one slot per window entry of each channel.
     const size_t slots = buf.tmp_bytes / (slice_floats_ * 4) / static_cast<size_t>(channels_);
     window_ = std::max<size_t>(1, std::min(static_cast<size_t>(ctx.opt.window), slots));
-    capacity_ = static_cast<size_t>(ctx.opt.recv_capacity);
   }
   const char* name() const override { return "plugin"; }
 
@@ -288,7 +298,8 @@ class PipelinedTrafficRun final : public RingRun {
   struct Slice {
     float* ptr;
     size_t floats;
-    size_t after;  // a send leaves once this many receives are done (0: at once)
+    size_t after;       // a send leaves once this many receives are done (0: at once)
+    bool keep = false;  // receive: its data is kept (the all-gather), not dropped
   };
   struct Channel {
     int index = 0;
@@ -334,7 +345,7 @@ class PipelinedTrafficRun final : public RingRun {
         const size_t at = rb + k * slice_floats_;
         // Reduce-scatter slices are dropped into the channel's window slots.
         float* into = rs ? tmp + (ch.recvs.size() % window_) * slice_floats_ : buf_.recv + at;
-        ch.recvs.push_back({into, std::min(slice_floats_, re - at), 0});
+        ch.recvs.push_back({into, std::min(slice_floats_, re - at), 0, !rs});
       }
     }
     ch.s_req.assign(window_, nullptr);
@@ -347,7 +358,9 @@ class PipelinedTrafficRun final : public RingRun {
     PeerLink& in = ctx_.link(prev_, ch.index);
     while (ch.r_posted < ch.recvs.size() && ch.r_posted - ch.r_done < window_) {
       const Slice& sl = ch.recvs[ch.r_posted];
-      void* req = ctx_.net->irecv(in.recv_comm, sl.ptr, std::max(sl.floats * 4, capacity_), prev_,
+      const bool slotted = buf_.slots != nullptr;
+      void* req = ctx_.net->irecv(in.recv_comm, slotted ? slot(ch, ch.r_posted) : sl.ptr,
+                                  slotted ? buf_.slot_bytes : sl.floats * 4, prev_,
                                   arena_.recv_mh(prev_, ch.index), prev_);
       if (req == nullptr) break;
       ch.r_req[ch.r_posted % window_] = req;
@@ -379,10 +392,17 @@ class PipelinedTrafficRun final : public RingRun {
             "pipelined ring traffic, channel {}: slice {} from rank {} has {} bytes, expected {}",
             ch.index, ch.r_done, prev_, size, want));
       }
+      const Slice& sl = ch.recvs[ch.r_done];
+      if (buf_.slots != nullptr && sl.keep) std::memcpy(sl.ptr, slot(ch, ch.r_done), want);
       ++ch.r_done;
       moved = true;
     }
     return moved;
+  }
+
+  // --recv-capacity: receive k of channel ch lands in the channel's slot k mod window.
+  float* slot(const Channel& ch, size_t k) const {
+    return buf_.slot(static_cast<size_t>(ch.index) * window_ + k % window_);
   }
 
   Context& ctx_;
@@ -393,7 +413,6 @@ class PipelinedTrafficRun final : public RingRun {
   size_t slice_floats_ = 0;
   int channels_ = 1;
   size_t window_ = 1;
-  size_t capacity_ = 0;  // options.h recv_capacity
   std::vector<Channel> chans_;
   size_t planned_count_ = SIZE_MAX;
 };
@@ -447,13 +466,22 @@ std::vector<Row> run_ring(Context& ctx) {
                                          std::max(opt.buffer_bytes, opt.slice_bytes));
   const uint64_t tmp_bytes =
       whole_pages(std::max(chunk_max, window_bytes * static_cast<uint64_t>(opt.channels)));
-  // --recv-capacity: a receive posted anywhere in recv or tmp has that much arena behind it.
-  Arena arena(ctx, 2 * io_bytes + tmp_bytes + whole_pages(opt.recv_capacity));
+  // --recv-capacity: a slot per window entry of each channel (a run's window is at most
+  // opt.window), each at least a slice, on cache lines.
+  const uint64_t slot_bytes =
+      opt.recv_capacity == 0 ? 0 : (std::max(opt.recv_capacity, opt.slice_bytes) + 63) / 64 * 64;
+  const uint64_t slots_bytes = whole_pages(slot_bytes * static_cast<uint64_t>(opt.window) *
+                                           static_cast<uint64_t>(opt.channels));
+  Arena arena(ctx, 2 * io_bytes + tmp_bytes + slots_bytes);
   RingBuffers buf;
   buf.send = reinterpret_cast<float*>(arena.data());
   buf.recv = reinterpret_cast<float*>(arena.data() + io_bytes);
   buf.tmp = reinterpret_cast<float*>(arena.data() + 2 * io_bytes);
   buf.tmp_bytes = tmp_bytes;
+  if (slot_bytes != 0) {
+    buf.slots = arena.data() + 2 * io_bytes + tmp_bytes;
+    buf.slot_bytes = slot_bytes;
+  }
 
   std::vector<std::unique_ptr<RingRun>> transports;
   if (arithmetic) {
