@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -248,6 +249,71 @@ TEST(TcpCtsOnRequest, SmallMessagesIntoLargeBuffersNeedFewClearToSends) {
       "clear-to-sends into 1 MiB buffers: %llu for %d messages of 32 KiB, %llu for 32 of "
       "512 KiB\n",
       static_cast<unsigned long long>(records), kMessages, static_cast<unsigned long long>(large));
+}
+
+// One connection carries collectives of any size one after the other (runs of small messages,
+// runs of half-window ones, single ones in between), into receives NCCL posts ahead on slots of
+// one size. Both ends must agree on which receive is owed its record unasked (wire.h
+// owes_unasked): a sender that waits for a record its receiver does not owe waits out the
+// grace period, 10 s here (a sender that waits after any two messages fails this at message 12),
+// and one that asks where the record is owed anyway is harmless. (The receiver's record when
+// it reads a large header is mostly masked here by the next receive it posts, whose record
+// brings the earlier ones: TheReceiverAnswersAsksAndCreditsOnly checks it alone.) A 256 KiB
+// window keeps the bytes small enough for the sanitizer builds.
+TEST(TcpCtsOnRequest, MixedSizesIntoSlotSizedBuffersNeverWaitForARecordNotOwed) {
+  SKIP_WITHOUT_WINDOWS();
+  constexpr size_t kWindow = 256 * 1024;
+  Endpoints e = connect_tcp(grace_options(kWindow, 10000));
+  // Every transition: long runs of small messages (so that the receives posted ahead were
+  // posted after small headers only) before one, two and three large ones, and a single small
+  // one between large ones.
+  std::vector<size_t> kSizes;
+  for (size_t large : {1, 2, 3}) {
+    for (int k = 0; k < 12; ++k) kSizes.push_back(k % 3 == 0 ? 1024 : 16384);
+    // A whole window: none goes early, each waits for its record.
+    for (size_t k = 0; k < large; ++k) kSizes.push_back(kWindow);
+    kSizes.push_back(4096);
+    kSizes.push_back(200000);
+  }
+  constexpr size_t kMessages = 200;
+  constexpr size_t kAhead = 8;
+  auto size_of = [&](size_t i) { return kSizes[i % kSizes.size()]; };
+  std::vector<std::vector<uint8_t>> rbuf(kAhead, std::vector<uint8_t>(kWindow));
+  std::vector<std::vector<uint8_t>> smsg(kAhead);
+  void* rreq[kAhead] = {};
+  void* sreq[kAhead] = {};
+  size_t r_posted = 0, r_done = 0, s_posted = 0, s_done = 0, prepared = kMessages;
+  const auto start = std::chrono::steady_clock::now();
+  while (r_done < kMessages || s_done < kMessages) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+        << "sent " << s_done << ", received " << r_done << " of " << kMessages
+        << ": a message waits for a record its receiver does not owe";
+    while (r_posted < kMessages && r_posted - r_done < kAhead) {
+      rreq[r_posted % kAhead] = post_recv(*e.recv, rbuf[r_posted % kAhead]);
+      ++r_posted;
+    }
+    while (s_posted < kMessages && s_posted - s_done < kAhead) {
+      std::vector<uint8_t>& m = smsg[s_posted % kAhead];
+      if (prepared != s_posted) {
+        m = pattern(size_of(s_posted), static_cast<uint8_t>(s_posted));
+        prepared = s_posted;
+      }
+      void* q = post_send(*e.send, m);
+      if (q == nullptr) break;  // retry later
+      sreq[s_posted % kAhead] = q;
+      ++s_posted;
+    }
+    while (s_done < s_posted && test_once(*e.send, sreq[s_done % kAhead])) ++s_done;
+    while (r_done < r_posted) {
+      int size = 0;
+      if (!test_once(*e.recv, rreq[r_done % kAhead], &size)) break;
+      const auto want = pattern(size_of(r_done), static_cast<uint8_t>(r_done));
+      ASSERT_EQ(static_cast<size_t>(size), want.size()) << "message " << r_done;
+      ASSERT_TRUE(std::equal(want.begin(), want.end(), rbuf[r_done % kAhead].begin()))
+          << "message " << r_done;
+      ++r_done;
+    }
+  }
 }
 
 TEST(TcpCtsOnRequest, AMessageTheWindowCannotTakeAsksAndGoesOnceTheReceiverPosts) {
