@@ -39,7 +39,8 @@ inline constexpr uint32_t kHelloMagic = 0x4D534848;  // "MSHH"
 // 3: agreement; 4: clear-to-sends on request; 5: TCP message headers on the data sockets
 // (transport/tcp/wire.h); 6: the connector's TCP eager window; 7: 64-byte TCP message headers;
 // 8: TCP receives cleared unasked from half the sender's eager window (was: over a quarter);
-// 9: ... and only after a message that large (transport/tcp/wire.h clears_unasked).
+// 9: ... and only where one of the two messages before was that large (transport/tcp/wire.h
+// owes_unasked).
 inline constexpr uint8_t kHelloVersion = 9;
 // NCCL_MESH_TCP_EAGER_WINDOW's upper bound (util/settings.h): a larger one is malformed.
 inline constexpr uint32_t kMaxTcpWindow = 16u << 20;
