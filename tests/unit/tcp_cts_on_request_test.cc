@@ -420,17 +420,24 @@ void* send_when_taken(TcpConnection& c, std::vector<uint8_t>& data, int ms) {
   return req;
 }
 
+// Completes a send of `size` payload bytes by the connection under test while the raw side reads
+// them (the sender moves its bytes from test(), so the read runs on another thread): returns
+// the header and the payload as they came off the data socket.
+std::vector<uint8_t> complete_and_read(HalfRaw& h, void* req, size_t size) {
+  std::vector<uint8_t> got(kHeaderSize + size);
+  std::thread reader([&] { EXPECT_TRUE(read_exact(h.data.get(), got.data(), got.size())); });
+  EXPECT_EQ(ncclSuccess, wait_done(*h.conn, req));
+  reader.join();
+  return got;
+}
+
 // Message 0 from the connection under test, a sender: cleared by the raw receiver first, so it
 // goes whatever the window; its header and payload are read off the data socket.
 void first_send_cleared(HalfRaw& h, std::vector<uint8_t> msg) {
   ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {0, 0, msg.size()}));
   void* s0 = send_when_taken(*h.conn, msg, 10000);
   ASSERT_NE(s0, nullptr);
-  std::vector<uint8_t> got(kHeaderSize + msg.size());
-  std::thread reader([&] { EXPECT_TRUE(read_exact(h.data.get(), got.data(), got.size())); });
-  EXPECT_EQ(ncclSuccess, wait_done(*h.conn, s0));
-  reader.join();
-  EXPECT_EQ(decode_header(got.data()).seq, 0u);
+  EXPECT_EQ(decode_header(complete_and_read(h, s0, msg.size()).data()).seq, 0u);
 }
 
 // A message of at least half the sender's window after one that large: its receiver sends the
@@ -448,10 +455,7 @@ TEST(TcpCtsOnRequest, AMessageItsReceiverClearsUnaskedWaitsForThatRecordWithoutA
   ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {1, 0, t.large.size()}));
   t.s1 = send_when_taken(*h.conn, t.large, 10000);
   ASSERT_NE(t.s1, nullptr) << "the clear-to-send came and the message still waits";
-  std::vector<uint8_t> got(kHeaderSize + t.large.size());
-  std::thread reader([&] { EXPECT_TRUE(read_exact(h.data.get(), got.data(), got.size())); });
-  EXPECT_EQ(ncclSuccess, wait_done(*h.conn, t.s1));
-  reader.join();
+  const std::vector<uint8_t> got = complete_and_read(h, t.s1, t.large.size());
   const MessageHeader hd = decode_header(got.data());
   EXPECT_EQ(hd.seq, 1u);
   EXPECT_EQ(hd.size, t.large.size());
@@ -482,10 +486,7 @@ TEST(TcpCtsOnRequest, AMessageOfHalfTheWindowAfterTwoSmallerOnesAsksAtOnce) {
   EXPECT_EQ(ask.flags, kFlagAsk | kFlagOnRequest);
   EXPECT_FALSE(readable_within(h.data.get(), 0)) << "bytes left before the clear-to-send";
   ASSERT_NO_FATAL_FAILURE(write_cts(h.control.get(), {2, 0, t.large.size()}));
-  std::vector<uint8_t> got(kHeaderSize + t.large.size());
-  std::thread reader([&] { EXPECT_TRUE(read_exact(h.data.get(), got.data(), got.size())); });
-  EXPECT_EQ(ncclSuccess, wait_done(*h.conn, t.s1));
-  reader.join();
+  const std::vector<uint8_t> got = complete_and_read(h, t.s1, t.large.size());
   EXPECT_EQ(decode_header(got.data()).seq, 2u);
   EXPECT_TRUE(std::equal(t.large.begin(), t.large.end(), got.begin() + kHeaderSize));
 }

@@ -407,17 +407,19 @@ bool TcpConnection::record_requested() const {
 
 // A message that must wait for its clear-to-send asks for it, unless its receiver sends that
 // record unasked as soon as it posts the receive or reads the header before it (a buffer of at
-// least half this side's window, after a message that large: wire.h owes_unasked): the ask was then
+// least half this side's window, where one of the two messages before was that large: wire.h
+// owes_unasked): the ask was then
 // a syscall at each end for a record on its way anyway (3 ranks, 8-32 MiB all-reduce: every 512 KiB
 // slice asked, a fifth of the sender's sendto()). Such a message waits as "retry later" (no
 // request: NCCL calls isend again, which reads the control socket for the record) and asks only
-// once the grace period (20 ms) is over. A receive posted with a buffer at least the message's size
-// always gets the record unasked, so the ask then only serves a buffer too small for the message
-// (which the receiver does not clear unasked): it still fails both ends, 20 ms later, instead of a
-// send that never starts. With 1 ms a third of those slices still asked (receivers a ring step
-// behind). Where the record is not owed (the two messages before were smaller) the message asks at
-// once. Waiting in flight instead (a request, its ask held back) let NCCL post the messages behind
-// it, whose test() calls each read the control socket: 3 ranks, 8-32 MiB, slower than retry later.
+// once the grace period (20 ms) is over. Where it is owed, a receive posted with a buffer at least
+// the message's size always gets the record unasked, so the ask then only serves a buffer too small
+// for the message (which the receiver does not clear unasked): it still fails both ends, 20 ms
+// later, instead of a send that never starts. With 1 ms a third of those slices still asked
+// (receivers a ring step behind). Where the record is not owed (the two messages before were
+// smaller) the message asks at once. Waiting in flight instead (a request, its ask held back) let
+// NCCL post the messages behind it, whose test() calls each read the control socket: 3 ranks, 8-32
+// MiB, slower than retry later.
 bool TcpConnection::may_ask_now(size_t size) {
   if (options_.ask_grace_ns <= 0 || !clears_unasked(size, options_.eager_window_bytes) ||
       !owes_unasked(tx_large_recent_)) {
