@@ -4,7 +4,8 @@
 # Socket at the median where NCCL's messages are 256 KiB-1 MiB (1 MiB collectives at 2-3 ranks,
 # alltoall at 4 MiB, 1.03-1.12x). Such a message is striped over the connection's data sockets
 # in pieces of at least NCCL_MESH_TCP_MIN_CHUNK (128 KiB) and moved by the I/O threads
-# (NCCL_MESH_TCP_IO_THREADS, 4 on 16 cores). This sweeps both, ROUNDS times in turn (settings
+# (NCCL_MESH_TCP_IO_THREADS: 4 on 16 cores for 2-3 ranks, 3 for 4 ranks, which share the cores:
+# twenty-fifth pass; IO_THREADS=-1,0,4 adds the old 4-rank default). This sweeps both, ROUNDS times in turn (settings
 # interleaved, so drift hits them all alike), every run Mesh and Socket side by side
 # (nccl-mesh-gpu-e2e --mode bench --net Mesh,Socket), and prints the medians per setting with
 # scripts/knob-sweep-report.py. One device call: about 10 s per run, 8 settings x 3 rounds.

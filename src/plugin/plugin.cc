@@ -59,7 +59,7 @@ tcp::TcpOptions tcp_options(const Settings& s) {
   opt.eager_bytes = static_cast<size_t>(s.tcp_eager_bytes);
   opt.eager_window_bytes = static_cast<size_t>(s.tcp_eager_window);
   opt.user_timeout_ms = s.tcp_user_timeout_ms;
-  opt.io_threads = tcp::resolve_io_threads(s.tcp_io_threads, tcp::usable_cpus());
+  opt.io_threads = 0;  // Plugin::size_io_threads, at the first connection
   return opt;
 }
 
@@ -111,20 +111,17 @@ bool Plugin::discover(std::string* why) {
   ptr_support_.clear();
   for (const topology::NetDevice& d : devices_) ptr_support_.push_back(rdma_.pointer_support(d));
   tcp_ = tcp_options(s);
-  const std::string movers = tcp_.io_threads == 0
-                                 ? std::string("NCCL's progress thread")
-                                 : std::to_string(tcp_.io_threads) + " I/O threads";
-  const size_t cpus = tcp::usable_cpus();
-  if (s.tcp_io_threads > 0 && tcp_.io_threads == 0) {
+  // On the host's roster (util/host_roster.h) from init on, so that the ranks that size their
+  // I/O threads at their first connection count this one; failing that, this process sizes as
+  // if alone, as before the roster (nothing else depends on it).
+  cpu_set_t cpus;
+  std::string roster_why;
+  if (!allowed_cpus(&cpus) || !roster_.join(cpus, &roster_why)) {
     MESH_INFO(NCCL_INIT | NCCL_NET,
-              "NCCL_MESH_TCP_IO_THREADS=%lld asks for as many I/O threads as this process has "
-              "usable cores (%zu) or more: no pool, NCCL's progress thread moves the TCP data "
-              "(the threads could not copy in parallel with it, only add hand-offs)",
-              static_cast<long long>(s.tcp_io_threads), cpus);
+              "not on the host's roster of plugin processes (%s): the other ranks on this "
+              "host size their TCP I/O threads without counting this one",
+              roster_why.empty() ? "this process's CPU set is unknown" : roster_why.c_str());
   }
-  MESH_INFO(NCCL_INIT | NCCL_NET,
-            "TCP data sockets moved by %s (%zu usable cores; NCCL_MESH_TCP_IO_THREADS)",
-            movers.c_str(), cpus);
   discovered_ = true;
   return true;
 }
@@ -292,6 +289,38 @@ ncclResult_t Plugin::finalize(void* ctx) {
 // kernel closes their sockets and verbs resources when the process ends. Only our own threads
 // stop: the handshake service and the relay agent (joined) and, when no stream is attached, the
 // TCP I/O pool.
+void Plugin::size_io_threads() {
+  if (io_threads_sized_) return;
+  io_threads_sized_ = true;
+  const Settings& s = settings();
+  const size_t cpus = tcp::usable_cpus();
+  size_t sharing = 1;
+  std::string why;
+  cpu_set_t mine;
+  if (s.tcp_io_threads < 0 && allowed_cpus(&mine)) sharing = roster_.sharing(mine, &why);
+  tcp_.io_threads = tcp::resolve_io_threads(s.tcp_io_threads, cpus, sharing);
+  const std::string movers = tcp_.io_threads == 0
+                                 ? std::string("NCCL's progress thread")
+                                 : std::to_string(tcp_.io_threads) + " I/O threads";
+  if (s.tcp_io_threads > 0 && tcp_.io_threads == 0) {
+    MESH_INFO(NCCL_INIT | NCCL_NET,
+              "NCCL_MESH_TCP_IO_THREADS=%lld asks for as many I/O threads as this process has "
+              "usable cores (%zu) or more: no pool, NCCL's progress thread moves the TCP data "
+              "(the threads could not copy in parallel with it, only add hand-offs)",
+              static_cast<long long>(s.tcp_io_threads), cpus);
+  }
+  if (s.tcp_io_threads >= 0) {
+    MESH_INFO(NCCL_INIT | NCCL_NET,
+              "TCP data sockets moved by %s (%zu usable cores; NCCL_MESH_TCP_IO_THREADS=%lld)",
+              movers.c_str(), cpus, static_cast<long long>(s.tcp_io_threads));
+  } else {
+    MESH_INFO(NCCL_INIT | NCCL_NET,
+              "TCP data sockets moved by %s (%zu usable cores, which %zu processes running the "
+              "plugin on this host may use, this one included%s%s; NCCL_MESH_TCP_IO_THREADS)",
+              movers.c_str(), cpus, sharing, why.empty() ? "" : ": ", why.c_str());
+  }
+}
+
 void Plugin::stop_at_exit() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : pending_) service_.cancel_connect(p.second.attempt);
@@ -301,6 +330,7 @@ void Plugin::stop_at_exit() {
   forwarder_.stop();  // its forwards are its own (no NCCL thread touches them): closed
   tcp::IoPool::stop_if_idle();
   stop_lingering(0);
+  roster_.leave();
 }
 
 ncclResult_t Plugin::devices(int* ndev) {
@@ -486,6 +516,7 @@ ncclResult_t Plugin::connect(void* ctx, int dev, void* handle, void** send_comm)
   }
   // Through a relay, the TCP window a sender sees is the relay's buffer, not the receiver's: a
   // window-checked eager send could then wait behind a late receiver (tcp_connection.cc).
+  size_io_threads();
   tcp::TcpOptions tcp = tcp_;
   if (!attempt->route.empty()) tcp.eager_window_bytes = 0;
   *send_comm = adopt(make_connection(true, std::move(sockets), tcp), c, "connected");
@@ -634,6 +665,7 @@ ncclResult_t Plugin::accept(void* listen_comm, void** recv_comm) {
     }
     // The receiver sends clear-to-sends unasked by the sender's window bound, which the sender
     // counts on to leave out asks (transport/tcp/wire.h): the sender's number, not this host's.
+    size_io_threads();
     tcp::TcpOptions tcp = tcp_;
     tcp.eager_window_bytes = sockets.peer_tcp_window;
     conn = make_connection(false, std::move(sockets), tcp);

@@ -7,7 +7,7 @@
 //  - listen/connect/accept/regMr/deregMr/close*: NCCL's proxy service thread.
 //  - isend/irecv/test/iflush: NCCL's proxy progress thread.
 //  - our handshake service thread: sockets of connections being set up (handshake/service.h).
-//  - one StreamWorker thread per TCP data socket (transport/tcp/stream_worker.h).
+//  - the TCP I/O threads of the process's pool (transport/tcp/io_pool.h), if it has one.
 //  - the relay agent's thread (relay/agent.h): beacons and relayed sockets of this host; the
 //    handshake thread asks it for first hops (under the agent's own mutex, never mu_).
 // The registry mutex `mu_` is never taken on the isend/irecv/test path.
@@ -32,6 +32,7 @@
 #include "transport/rdma/rdma_transport.h"
 #include "transport/rdma/relay_forwarder.h"
 #include "transport/tcp/tcp_connection.h"
+#include "util/host_roster.h"
 
 namespace mesh {
 
@@ -126,6 +127,10 @@ class Plugin {
                                  int64_t since_ms, handshake::ConnectRequest* req,
                                  PendingConnect* pc);
   void start_relay_agent();  // caller holds mu_; after the handshake service started
+  // The TCP I/O threads, sized at the first connection (caller holds mu_): by then NCCL's
+  // bootstrap has run, so every rank of the communicator has initialized its plugin (and
+  // joined the host's roster) and the count of processes sharing these cores is complete.
+  void size_io_threads();
   // A relayed connection in a communicator whose collectives this library's tuner steers to
   // Ring, and that has so far run Ring alone: NCCL's ring neighbours are then not cable
   // neighbours (ranks launched out of cable order). One WARN per communicator, with the fix.
@@ -144,6 +149,8 @@ class Plugin {
   // service starts, and read-only afterwards, also by the service thread.
   rdma::RdmaTransport rdma_;
   tcp::TcpOptions tcp_;
+  bool io_threads_sized_ = false;
+  HostRoster roster_{HostRoster::default_dir()};  // joined by discover(), left at exit
   handshake::Service service_;
   relay::Agent relay_;                     // started with the service when NCCL_MESH_RELAY=1
   rdma::RelayForwarder forwarder_{rdma_};  // the relay agent's RDMA half (docs/relay.md)

@@ -65,7 +65,9 @@ struct SettingEnum<RelayScope> {
   X(int64_t, tcp_io_threads, "NCCL_MESH_TCP_IO_THREADS", -1, -1, 64,                              \
     "I/O threads per process that move TCP data sockets' bytes, shared by all connections. "      \
     "0: NCCL's progress thread moves them itself (no hand-off; best when one core fills the "     \
-    "link). -1: a quarter of the usable cores, at most 8, and 0 below 8 cores.")                  \
+    "link). -1: a quarter of the usable cores, at most 8, no more than fit this process's "       \
+    "share of them beside NCCL's proxy thread (other ranks on the same cores counted), and 0 "    \
+    "below 8 cores or 2 threads.")                                                                \
   X(int64_t, tcp_min_chunk, "NCCL_MESH_TCP_MIN_CHUNK", 131072, 4096, 1073741824,                  \
     "Smallest slice of a message given to one data socket; smaller messages use fewer sockets.")  \
   X(int64_t, tcp_inline_bytes, "NCCL_MESH_TCP_INLINE_BYTES", 65536, 0, 16777216,                  \

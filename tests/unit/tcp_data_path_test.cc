@@ -62,6 +62,26 @@ TEST(ResolveIoThreads, ExplicitCountBelowTheCoresAutoOtherwiseNone) {
   EXPECT_EQ(resolve_io_threads(8, 64), 8u);
 }
 
+// The automatic size fits the process's share of the cores (the processes running the plugin
+// that may run on them, util/host_roster.h), one core of it left to NCCL's proxy thread; an
+// explicit count is the user's and is kept (below the usable cores).
+TEST(ResolveIoThreads, AutoFitsTheShareOfTheCoresTheHostsOtherRanksLeave) {
+  EXPECT_EQ(resolve_io_threads(-1, 16, 1), 4u);  // alone: a quarter
+  EXPECT_EQ(resolve_io_threads(-1, 16, 0), 4u);  // an unknown count is "alone"
+  EXPECT_EQ(resolve_io_threads(-1, 16, 2), 4u);  // 8 cores each: the quarter fits
+  EXPECT_EQ(resolve_io_threads(-1, 16, 3), 4u);  // 5 each: 4 + the proxy thread
+  EXPECT_EQ(resolve_io_threads(-1, 16, 4), 3u);  // the GPU rig's 4 ranks: 4 each
+  EXPECT_EQ(resolve_io_threads(-1, 16, 8), 0u);  // 2 each: 1 would fit, and one is none
+  EXPECT_EQ(resolve_io_threads(-1, 32, 8), 3u);  // 8 GPUs, 32 cores: was 8 each (72 threads)
+  EXPECT_EQ(resolve_io_threads(-1, 64, 8), 7u);
+  EXPECT_EQ(resolve_io_threads(-1, 224, 8), 8u);  // a DGX H100's 2 x 56 x 2 threads
+  EXPECT_EQ(resolve_io_threads(-1, 2, 1), 0u);
+  EXPECT_EQ(resolve_io_threads(-1, 8, 9), 0u);  // more processes than cores
+  EXPECT_EQ(resolve_io_threads(4, 16, 8), 4u);  // explicit: kept
+  EXPECT_EQ(resolve_io_threads(1, 2, 2), 1u);
+  EXPECT_EQ(resolve_io_threads(16, 16, 1), 0u);
+}
+
 TEST(AutoIoThreads, NoneBelowEightCoresThenAQuarterCappedAtEight) {
   for (size_t cpus : {1, 2, 4, 6, 7}) EXPECT_EQ(auto_io_threads(cpus), 0u) << cpus;
   EXPECT_EQ(auto_io_threads(8), 2u);

@@ -28,10 +28,15 @@ size_t auto_io_threads(size_t cpus) {
   return quarter < 2 ? 0 : std::min<size_t>(quarter, 8);
 }
 
-size_t resolve_io_threads(int64_t requested, size_t cpus) {
-  if (requested < 0) return auto_io_threads(cpus);
-  const auto n = static_cast<size_t>(requested);
-  return n >= cpus ? 0 : n;
+size_t resolve_io_threads(int64_t requested, size_t cpus, size_t sharing) {
+  if (requested >= 0) {
+    const auto n = static_cast<size_t>(requested);
+    return n >= cpus ? 0 : n;
+  }
+  const size_t share = cpus / std::max<size_t>(sharing, 1);
+  const size_t fits = share > 0 ? share - 1 : 0;  // one core of the share is the proxy thread's
+  const size_t n = std::min(auto_io_threads(cpus), fits);
+  return n < 2 ? 0 : n;
 }
 
 size_t usable_cpus() {

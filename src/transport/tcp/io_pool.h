@@ -15,8 +15,9 @@
 // rank that had work (docs/measurements.md, issue 28). Ownership changes only when a stream
 // goes from one kind of message to the other, so a steady flow of either costs no epoll_ctl.
 //
-// With zero threads (the default on machines with fewer than 8 usable cores, see
-// auto_io_threads) no pool exists and the connection's caller moves the bytes itself.
+// With zero threads (the default on machines with fewer than 8 usable cores, or where the
+// host's other ranks take most of them, see resolve_io_threads) no pool exists and the
+// connection's caller moves the bytes itself.
 //
 // Threads: attach/detach/notify from NCCL's threads (any); each I/O thread pumps only the
 // streams attached to it, under its list mutex, so detach() returning means the thread no
@@ -40,11 +41,16 @@ namespace mesh::tcp {
 // below 2 (one helper thread only moves the copies off the caller, adding a hand-off without
 // adding a core).
 size_t auto_io_threads(size_t usable_cpus);
-// NCCL_MESH_TCP_IO_THREADS resolved: -1 is auto_io_threads; an explicit count of at least the
-// usable cores is 0, because the pool's threads and NCCL's proxy thread cannot then each have a
-// core: the threads copy nothing in parallel and every several-part message pays a hand-off
-// and wake-ups (measured on 2 cores: 1 MiB ring all-reduce 1.4x slower, docs/measurements.md).
-size_t resolve_io_threads(int64_t requested, size_t usable_cpus);
+// NCCL_MESH_TCP_IO_THREADS resolved: -1 is auto_io_threads, then at most what this process's
+// share of the cores holds besides NCCL's proxy thread: `sharing` processes running the plugin
+// may run on these cores (this one included; util/host_roster.h), so each has usable/sharing of
+// them, one of which its proxy thread needs; again none below 2. Sized alone, 8 ranks on a
+// 16-core host started 4 threads each, 40 threads for 16 cores. An explicit count is the
+// user's: it is kept, except that one of at least the usable cores is 0, because the pool's
+// threads and NCCL's proxy thread cannot then each have a core: the threads copy nothing in
+// parallel and every several-part message pays a hand-off and wake-ups (measured on 2 cores:
+// 1 MiB ring all-reduce 1.4x slower, docs/measurements.md).
+size_t resolve_io_threads(int64_t requested, size_t usable_cpus, size_t sharing = 1);
 // Cores this process may run on (sched_getaffinity), at least 1.
 size_t usable_cpus();
 
