@@ -111,17 +111,6 @@ bool Plugin::discover(std::string* why) {
   ptr_support_.clear();
   for (const topology::NetDevice& d : devices_) ptr_support_.push_back(rdma_.pointer_support(d));
   tcp_ = tcp_options(s);
-  // On the host's roster (util/host_roster.h) from init on, so that the ranks that size their
-  // I/O threads at their first connection count this one; failing that, this process sizes as
-  // if alone, as before the roster (nothing else depends on it).
-  cpu_set_t cpus;
-  std::string roster_why;
-  if (!allowed_cpus(&cpus) || !roster_.join(cpus, &roster_why)) {
-    MESH_INFO(NCCL_INIT | NCCL_NET,
-              "not on the host's roster of plugin processes (%s): the other ranks on this "
-              "host size their TCP I/O threads without counting this one",
-              roster_why.empty() ? "this process's CPU set is unknown" : roster_why.c_str());
-  }
   discovered_ = true;
   return true;
 }
@@ -135,6 +124,7 @@ ncclResult_t Plugin::init(ncclDebugLogger_t logger, uint64_t comm_id, int traffi
     MESH_WARN("init failed: %s", why.c_str());
     return ncclSystemError;
   }
+  join_roster();
   if (!service_.running()) {
     std::vector<Ipv4Prefix> addrs;
     for (const auto& itf : selection_.used) addrs.push_back(itf.addr);
@@ -278,6 +268,7 @@ ncclResult_t Plugin::finalize(void* ctx) {
     // Closed senders' control sockets still wait for their receivers (lingering_close.h): a
     // moment for them to finish, then their thread stops before NCCL may dlclose us.
     stop_lingering(kLingerAtFinalizeMs);
+    roster_.leave();  // no communicator left: no rank here until the next init
     MESH_INFO(NCCL_INIT, "last context finalized: handshake service stopped");
   }
   return ncclSuccess;
@@ -289,6 +280,19 @@ ncclResult_t Plugin::finalize(void* ctx) {
 // kernel closes their sockets and verbs resources when the process ends. Only our own threads
 // stop: the handshake service and the relay agent (joined) and, when no stream is attached, the
 // TCP I/O pool.
+void Plugin::join_roster() {
+  cpu_set_t cpus;
+  std::string why;
+  if (!allowed_cpus(&cpus) || !roster_.join(cpus, &why)) {
+    if (roster_warned_) return;
+    roster_warned_ = true;
+    MESH_INFO(NCCL_INIT | NCCL_NET,
+              "not on the host's roster of plugin processes (%s): the other ranks on this "
+              "host size their TCP I/O threads without counting this one",
+              why.empty() ? "this process's CPU set is unknown" : why.c_str());
+  }
+}
+
 void Plugin::size_io_threads() {
   if (io_threads_sized_) return;
   io_threads_sized_ = true;

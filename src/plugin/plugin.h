@@ -131,6 +131,10 @@ class Plugin {
   // bootstrap has run, so every rank of the communicator has initialized its plugin (and
   // joined the host's roster) and the count of processes sharing these cores is complete.
   void size_io_threads();
+  // On the host's roster from every init to the last finalize (caller holds mu_): so that the
+  // ranks sizing their I/O threads at their first connection count this one; failing that, one
+  // INFO line, and the others size without it (nothing else depends on it).
+  void join_roster();
   // A relayed connection in a communicator whose collectives this library's tuner steers to
   // Ring, and that has so far run Ring alone: NCCL's ring neighbours are then not cable
   // neighbours (ranks launched out of cable order). One WARN per communicator, with the fix.
@@ -150,7 +154,8 @@ class Plugin {
   rdma::RdmaTransport rdma_;
   tcp::TcpOptions tcp_;
   bool io_threads_sized_ = false;
-  HostRoster roster_{HostRoster::default_dir()};  // joined by discover(), left at exit
+  HostRoster roster_{HostRoster::default_dir()};  // joined by init, left by the last finalize
+  bool roster_warned_ = false;
   handshake::Service service_;
   relay::Agent relay_;                     // started with the service when NCCL_MESH_RELAY=1
   rdma::RelayForwarder forwarder_{rdma_};  // the relay agent's RDMA half (docs/relay.md)

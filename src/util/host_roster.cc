@@ -93,22 +93,21 @@ std::string HostRoster::default_dir() {
   return std::string(shm ? "/dev/shm" : "/tmp") + "/nccl-mesh-" + std::to_string(geteuid());
 }
 
-bool HostRoster::open_dir(std::string* why) {
-  if (dir_fd_.valid()) return true;
+UniqueFd HostRoster::open_dir(std::string* why) const {
   if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
     *why = "cannot create " + dir_ + ": " + errno_text(errno);
-    return false;
+    return UniqueFd();
   }
   // O_NOFOLLOW: a symlink planted at the path is refused, not followed into someone's folder.
   UniqueFd fd(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) {
     *why = "cannot open " + dir_ + ": " + errno_text(errno);
-    return false;
+    return UniqueFd();
   }
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) {
     *why = "cannot stat " + dir_ + ": " + errno_text(errno);
-    return false;
+    return UniqueFd();
   }
   if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
     char mode[8];
@@ -116,16 +115,16 @@ bool HostRoster::open_dir(std::string* why) {
     *why = dir_ + " is not this user's private directory (owner uid " + std::to_string(st.st_uid) +
            ", mode " + mode + "; expected uid " + std::to_string(geteuid()) +
            ", mode 0700): remove it";
-    return false;
+    return UniqueFd();
   }
-  dir_fd_ = std::move(fd);
-  return true;
+  return fd;
 }
 
 bool HostRoster::join(const cpu_set_t& cpus, std::string* why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (entry_fd_.valid() && joined_pid_ == getpid()) return true;
-  if (!open_dir(why)) return false;
+  const UniqueFd dir = open_dir(why);
+  if (!dir.valid()) return false;
   uint8_t nonce[8];
   fill_random(nonce, sizeof(nonce));
   char tail[40];
@@ -133,8 +132,8 @@ bool HostRoster::join(const cpu_set_t& cpus, std::string* why) {
            nonce[0], nonce[1], nonce[2], nonce[3], nonce[4], nonce[5], nonce[6], nonce[7]);
   const std::string name = std::string(1, kEntryPrefix) + tail;
   const std::string temp = std::string(kTempPrefix) + tail;
-  UniqueFd fd(openat(dir_fd_.get(), temp.c_str(),
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd fd(
+      openat(dir.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) {
     *why = "cannot create an entry in " + dir_ + ": " + errno_text(errno);
     return false;
@@ -145,10 +144,10 @@ bool HostRoster::join(const cpu_set_t& cpus, std::string* why) {
   const std::string text = format_cpu_list(cpus) + "\n";
   const bool ok = fcntl(fd.get(), F_SETLK, &hold) == 0 &&
                   write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  renameat(dir_fd_.get(), temp.c_str(), dir_fd_.get(), name.c_str()) == 0;
+                  renameat(dir.get(), temp.c_str(), dir.get(), name.c_str()) == 0;
   if (!ok) {
     *why = "cannot write an entry in " + dir_ + ": " + errno_text(errno);
-    (void)unlinkat(dir_fd_.get(), temp.c_str(), 0);
+    (void)unlinkat(dir.get(), temp.c_str(), 0);
     return false;
   }
   entry_fd_ = std::move(fd);
@@ -159,9 +158,10 @@ bool HostRoster::join(const cpu_set_t& cpus, std::string* why) {
 
 size_t HostRoster::sharing(const cpu_set_t& cpus, std::string* why) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!open_dir(why)) return 1;
-  // fdopendir owns what it is given: a descriptor of its own, so dir_fd_ stays ours.
-  const int listing = openat(dir_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const UniqueFd dir = open_dir(why);
+  if (!dir.valid()) return 1;
+  // fdopendir owns what it is given: a descriptor of its own, so `dir` stays ours.
+  const int listing = openat(dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* d = listing < 0 ? nullptr : fdopendir(listing);
   if (d == nullptr) {
     *why = "cannot list " + dir_ + ": " + errno_text(errno);
@@ -178,7 +178,7 @@ size_t HostRoster::sharing(const cpu_set_t& cpus, std::string* why) {
     const bool temp = name.rfind(kTempPrefix, 0) == 0;
     if ((!entry && !temp) || (mine && name == entry_name_)) continue;
     if (++seen > kMaxEntries) break;
-    UniqueFd fd(openat(dir_fd_.get(), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    UniqueFd fd(openat(dir.get(), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat st {};
     if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_uid != geteuid()) {
@@ -186,8 +186,7 @@ size_t HostRoster::sharing(const cpu_set_t& cpus, std::string* why) {
     }
     if (!locked_by_someone(fd.get())) {
       // Its process is gone (or, for a temporary one, is just writing it: only old ones go).
-      if (entry || now - st.st_mtime > kStaleTempSeconds)
-        (void)unlinkat(dir_fd_.get(), e->d_name, 0);
+      if (entry || now - st.st_mtime > kStaleTempSeconds) (void)unlinkat(dir.get(), e->d_name, 0);
       continue;
     }
     if (temp) continue;
@@ -211,10 +210,12 @@ void HostRoster::leave() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!entry_fd_.valid()) return;
   // A child forked without exec shares the descriptor but not the lock, nor the entry.
-  if (joined_pid_ == getpid() && dir_fd_.valid()) {
-    (void)unlinkat(dir_fd_.get(), entry_name_.c_str(), 0);
+  if (joined_pid_ == getpid()) {
+    std::string why;
+    const UniqueFd dir = open_dir(&why);
+    if (dir.valid()) (void)unlinkat(dir.get(), entry_name_.c_str(), 0);
   }
-  entry_fd_.reset();
+  entry_fd_.reset();  // the lock goes with it
   entry_name_.clear();
 }
 

@@ -72,18 +72,19 @@ class HostRoster {
   // reason when the roster cannot be read.
   size_t sharing(const cpu_set_t& cpus, std::string* why);
 
-  // Removes this process's entry (at exit); a forked child's call removes nothing of its
-  // parent's.
+  // Removes this process's entry (at the last finalize, at exit); a forked child's call removes
+  // nothing of its parent's. join() adds it again.
   void leave();
 
   const std::string& dir() const { return dir_; }
 
  private:
-  bool open_dir(std::string* why);  // under mu_
+  // The directory, created if missing and checked each time (not kept open: a process that
+  // finalized its last communicator holds no descriptor of ours but its entry's while joined).
+  UniqueFd open_dir(std::string* why) const;
 
   const std::string dir_;
   std::mutex mu_;
-  UniqueFd dir_fd_;
   UniqueFd entry_fd_;  // holds the lock: this process's liveness
   std::string entry_name_;
   pid_t joined_pid_ = 0;

@@ -133,6 +133,10 @@ TEST_F(RosterDir, CountsTheLiveProcessesThatMayRunOnTheseCpus) {
   roster.leave();
   EXPECT_EQ(entries().size(), 2u);
   EXPECT_EQ(roster.sharing(cpu_set({0, 1}), &why), 2u) << why;  // not joined: still counts itself
+  // The plugin leaves at its last finalize and joins again at the next init.
+  ASSERT_TRUE(roster.join(cpu_set({0, 1}), &why)) << why;
+  EXPECT_EQ(entries().size(), 3u);
+  EXPECT_EQ(roster.sharing(cpu_set({0, 1}), &why), 2u) << why;
 }
 
 // POSIX record locks, not flock: a child forked without exec (a data loader worker) does not
