@@ -274,12 +274,6 @@ ncclResult_t Plugin::finalize(void* ctx) {
   return ncclSuccess;
 }
 
-// Applications often exit without destroying their communicators (and v6-v10 have no
-// finalize), so at exit NCCL's proxy progress thread may still be inside isend/test on a comm.
-// Deleting comms, QPs or registrations here would be a use-after-free in that thread; the
-// kernel closes their sockets and verbs resources when the process ends. Only our own threads
-// stop: the handshake service and the relay agent (joined) and, when no stream is attached, the
-// TCP I/O pool.
 void Plugin::join_roster() {
   cpu_set_t cpus;
   std::string why;
@@ -325,6 +319,12 @@ void Plugin::size_io_threads() {
   }
 }
 
+// Applications often exit without destroying their communicators (and v6-v10 have no
+// finalize), so at exit NCCL's proxy progress thread may still be inside isend/test on a comm.
+// Deleting comms, QPs or registrations here would be a use-after-free in that thread; the
+// kernel closes their sockets and verbs resources when the process ends. Only our own threads
+// stop: the handshake service and the relay agent (joined) and, when no stream is attached, the
+// TCP I/O pool.
 void Plugin::stop_at_exit() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : pending_) service_.cancel_connect(p.second.attempt);

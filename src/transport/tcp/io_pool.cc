@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "util/host_roster.h"
+
 namespace mesh::tcp {
 
 namespace {
@@ -41,8 +43,7 @@ size_t resolve_io_threads(int64_t requested, size_t cpus, size_t sharing) {
 
 size_t usable_cpus() {
   cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  if (!allowed_cpus(&set)) return 1;
   return std::max(1, CPU_COUNT(&set));
 }
 
