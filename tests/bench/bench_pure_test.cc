@@ -137,6 +137,24 @@ TEST(Plan, WindowFitsBuffers) {
   EXPECT_EQ(plan_window(1024, 0, 4096), 1);
 }
 
+// --slice-bytes nccl: the slices NCCL's Simple ring all-reduce sends (prims_simple.h), in floats.
+TEST(NcclSlices, HalfTheChunkBetween32KiBAnd1MiB) {
+  // 2 ranks, 1 MiB, one channel: 512 KiB chunks in two 256 KiB slices (the check's default
+  // cuts them in one 512 KiB message).
+  EXPECT_EQ(nccl_slice_floats(128 * 1024), 64u * 1024);
+  // 3 ranks, 1 MiB: 87,382-float chunks (341.3 KiB); half, rounded up to 16 floats.
+  EXPECT_EQ(nccl_slice_floats(87382), 43696u);
+  // 4 ranks, 256 KiB: 64 KiB chunks in two 32 KiB slices; 3 ranks, 64 KiB: one 21 KiB slice.
+  EXPECT_EQ(nccl_slice_floats(16384), 8192u);
+  EXPECT_EQ(nccl_slice_floats(5462), 8192u);
+  // A 48 KiB chunk: the least slice (32 KiB) and the rest, not two halves.
+  EXPECT_EQ(nccl_slice_floats(12288), 8192u);
+  // Chunks of NCCL's largest (2 MiB) and above: 1 MiB slices.
+  EXPECT_EQ(nccl_slice_floats(512 * 1024), 256u * 1024);
+  EXPECT_EQ(nccl_slice_floats(3 * 512 * 1024), 256u * 1024);
+  EXPECT_EQ(nccl_slice_floats(0), 8192u);
+}
+
 TEST(Pattern, RoundTripAllSizes) {
   for (size_t size : {0, 1, 7, 8, 9, 15, 16, 4095, 4096, 4097, 100000}) {
     std::vector<uint8_t> buf(size + 1, 0xAB);

@@ -193,9 +193,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
       ->capture_default_str()
       ->check(size_check);
   app.add_option("--slice-bytes", opt.slice_text,
-                 "ring patterns: pipeline slice of a ring step over the plugin")
+                 "ring patterns: pipeline slice of a ring step over the plugin; nccl: two per "
+                 "chunk as NCCL's Simple protocol cuts them (half the chunk, 32K-1M)")
       ->capture_default_str()
-      ->check(size_check);
+      ->check(size_check | CLI::IsMember({"nccl"}));
   app.add_option(
          "--recv-capacity", opt.recv_capacity_text,
          "ring patterns: post each plugin receive with a buffer of at least this size, "
@@ -213,6 +214,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   app.add_flag("--tcp-spin", opt.tcp_spin,
                "ring patterns: the plain-TCP ring polls without blocking and yields when idle, "
                "as NCCL's proxy thread drives its transports (default: it blocks in poll())");
+  app.add_flag("--tcp-like-socket", opt.tcp_like_socket,
+               "ring patterns: the plain-TCP ring sends each step in the plugin's slices, each "
+               "one its 4-byte size in a send() of its own and then its bytes, one at a time, "
+               "polling: NCCL's Socket transport with its defaults (no helper threads)");
   app.add_flag("--tcp-only", opt.tcp_only,
                "ring patterns: time only the plain-TCP ring, not the plugin's (one transport per "
                "run, for a profile or a syscall count; --no-tcp-baseline is the other half)");
@@ -262,7 +267,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   opt.iter_bytes = resolve_size(opt.iter_bytes_text);
   opt.buffer_bytes = resolve_size(opt.buffer_bytes_text);
   opt.latency_max_bytes = resolve_size(opt.latency_max_text);
-  opt.slice_bytes = resolve_size(opt.slice_text);
+  opt.nccl_slices = opt.slice_text == "nccl";
+  opt.slice_bytes = opt.nccl_slices ? kNcclMaxSliceBytes : resolve_size(opt.slice_text);
   opt.recv_capacity = resolve_size(opt.recv_capacity_text);
   if (opt.slice_bytes < 4) return fail("--slice-bytes must be at least 4");
   if (opt.buffer_bytes == 0) return fail("--buffer-bytes must be positive");

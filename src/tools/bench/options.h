@@ -45,6 +45,9 @@ struct Options {
   int window = 8;
   std::string buffer_bytes_text = "256M";
   std::string latency_max_text = "64K";
+  // Ring patterns: the slice a ring step's chunk is cut into over the plugin; "nccl": as NCCL's
+  // Simple protocol cuts it (sizes.h nccl_slice_floats: two per chunk), so that the plugin moves
+  // NCCL's messages, twice as many as with 512 KiB slices at 341 KiB-1 MiB chunks.
   std::string slice_text = "512K";
   // Ring patterns: each plugin receive is posted with a buffer of at least this many bytes, as
   // NCCL's proxy posts its whole step slot whatever the message (Simple: NCCL_BUFFSIZE / 8 x 2,
@@ -56,6 +59,11 @@ struct Options {
   // The plain-TCP ring polls its sockets without blocking and yields when idle, as NCCL's proxy
   // thread drives every transport, Socket included (a diagnostic; by default it blocks in poll()).
   bool tcp_spin = false;
+  // Ring patterns: the plain-TCP ring moves each step in the plugin's slices, framed and polled
+  // as NCCL's Socket transport does with its defaults (tcp_baseline.h
+  // tcp_ring_exchange_messages): the baseline of the GPU bench's Mesh / Socket lines, on a host
+  // without NCCL (a diagnostic; implies polling, as --tcp-spin).
+  bool tcp_like_socket = false;
   // Ring patterns: time only the plain-TCP ring, so that a profile or a syscall count of the run
   // sees one transport (a diagnostic; --no-tcp-baseline is the other half).
   bool tcp_only = false;
@@ -89,7 +97,8 @@ struct Options {
   uint64_t iter_bytes = 0;
   uint64_t buffer_bytes = 0;
   uint64_t latency_max_bytes = 0;
-  uint64_t slice_bytes = 0;
+  uint64_t slice_bytes = 0;  // --slice-bytes nccl: the largest slice (kNcclMaxSliceBytes)
+  bool nccl_slices = false;  // --slice-bytes nccl
   uint64_t recv_capacity = 0;
 
   bool local_child() const { return local_rank >= 0; }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "metrics.h"
 #include "plugin_ops.h"
@@ -43,6 +44,13 @@ int ring_next(const Context& ctx) {
 }
 int ring_prev(const Context& ctx) {
   return (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+}
+
+// The slice a chunk (or a channel's part of one) of `floats` elements is cut into over the
+// plugin: --slice-bytes, or with `--slice-bytes nccl` NCCL's slice for that chunk (two per
+// chunk). Both ends of a step cut the same chunk, so they agree on every slice.
+size_t slice_for(const Options& opt, size_t floats) {
+  return opt.nccl_slices ? nccl_slice_floats(floats) : static_cast<size_t>(opt.slice_bytes / 4);
 }
 
 void add_into(float* dst, const float* src, size_t count) {
@@ -81,20 +89,22 @@ class PluginRing final : public RingTransport {
             Landing landing) override {
     const bool reduce = landing == Landing::kReduce;
     const bool to_tmp = landing != Landing::kInPlace;
-    const size_t n_send = (send_count + slice_floats_ - 1) / slice_floats_;
-    const size_t n_recv = (recv_count + slice_floats_ - 1) / slice_floats_;
+    // Slices of this step's chunks (at most slice_floats_, the stride of tmp's slots).
+    const size_t s_slice = slice_for(ctx_.opt, send_count);
+    const size_t r_slice = slice_for(ctx_.opt, recv_count);
+    const size_t n_send = (send_count + s_slice - 1) / s_slice;
+    const size_t n_recv = (recv_count + r_slice - 1) / r_slice;
     size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
     void* s_req[kMaxWindow] = {};
     void* r_req[kMaxWindow] = {};
-    auto len = [&](size_t k, size_t total) {
-      return std::min(slice_floats_, total - k * slice_floats_);
-    };
+    auto s_len = [&](size_t k) { return std::min(s_slice, send_count - k * s_slice); };
+    auto r_len = [&](size_t k) { return std::min(r_slice, recv_count - k * r_slice); };
     // Reduce-scatter slices land in tmp (one slot per window entry) and are added into dst
     // (ring-traffic: dropped); all-gather slices land in place.
     auto recv_ptr = [&](size_t k) {
       if (buf_.slots != nullptr) return buf_.slot(k % static_cast<size_t>(window_));
       return to_tmp ? buf_.tmp + (k % static_cast<size_t>(window_)) * slice_floats_
-                    : dst + k * slice_floats_;
+                    : dst + k * r_slice;
     };
     const auto posted_bytes = [&](size_t floats) {
       return buf_.slots != nullptr ? buf_.slot_bytes : floats * 4;
@@ -113,17 +123,16 @@ class PluginRing final : public RingTransport {
     while (s_done < n_send || r_done < n_recv) {
       bool moved = false;
       while (r_posted < n_recv && r_posted - r_done < w) {
-        void* req = ctx_.net->irecv(in.recv_comm, recv_ptr(r_posted),
-                                    posted_bytes(len(r_posted, recv_count)), prev_, recv_mh, prev_);
+        void* req = ctx_.net->irecv(in.recv_comm, recv_ptr(r_posted), posted_bytes(r_len(r_posted)),
+                                    prev_, recv_mh, prev_);
         if (req == nullptr) break;
         r_req[r_posted % w] = req;
         ++r_posted;
         moved = true;
       }
       while (s_posted < n_send && s_posted - s_done < w) {
-        void* req =
-            ctx_.net->isend(out.send_comm, const_cast<float*>(send + s_posted * slice_floats_),
-                            len(s_posted, send_count) * 4, ctx_.rank, send_mh, next_);
+        void* req = ctx_.net->isend(out.send_comm, const_cast<float*>(send + s_posted * s_slice),
+                                    s_len(s_posted) * 4, ctx_.rank, send_mh, next_);
         if (req == nullptr) break;
         s_req[s_posted % w] = req;
         ++s_posted;
@@ -138,7 +147,7 @@ class PluginRing final : public RingTransport {
       while (r_done < r_posted) {
         int size = 0;
         if (!ctx_.net->test(r_req[r_done % w], &size, prev_)) break;
-        const size_t want = len(r_done, recv_count);
+        const size_t want = r_len(r_done);
         if (static_cast<size_t>(size) != want * 4) {
           ctx_.report_failure(
               fmt::format("plugin ring step: slice {} from rank {} has {} bytes, "
@@ -146,9 +155,9 @@ class PluginRing final : public RingTransport {
                           r_done, prev_, size, want * 4));
         }
         if (reduce) {
-          add_into(dst + r_done * slice_floats_, recv_ptr(r_done), want);
+          add_into(dst + r_done * r_slice, recv_ptr(r_done), want);
         } else if (!to_tmp && buf_.slots != nullptr) {
-          std::memcpy(dst + r_done * slice_floats_, recv_ptr(r_done), want * 4);
+          std::memcpy(dst + r_done * r_slice, recv_ptr(r_done), want * 4);
         }
         ++r_done;
         moved = true;
@@ -178,7 +187,13 @@ class TcpRing final : public RingTransport {
   void step(const float* send, size_t send_count, float* dst, size_t recv_count,
             Landing landing) override {
     float* into = landing == Landing::kInPlace ? dst : buf_.tmp;
-    tcp_ring_exchange(ctx_, next_, send, send_count * 4, prev_, into, recv_count * 4);
+    if (ctx_.opt.tcp_like_socket) {
+      tcp_ring_exchange_messages(ctx_, next_, send, send_count * 4,
+                                 slice_for(ctx_.opt, send_count) * 4, prev_, into, recv_count * 4,
+                                 slice_for(ctx_.opt, recv_count) * 4, scratch_);
+    } else {
+      tcp_ring_exchange(ctx_, next_, send, send_count * 4, prev_, into, recv_count * 4);
+    }
     if (landing == Landing::kReduce) add_into(dst, into, recv_count);
   }
 
@@ -187,6 +202,7 @@ class TcpRing final : public RingTransport {
   RingBuffers buf_;
   int next_ = 0;
   int prev_ = 0;
+  MessageScratch scratch_;  // --tcp-like-socket
 };
 
 // One out-of-place all-reduce of `count` floats: buf.send -> buf.recv. Without `arithmetic`
@@ -335,17 +351,22 @@ class PipelinedTrafficRun final : public RingRun {
       const float* from = (rs || t == 0) ? buf_.send : buf_.recv;
       const auto [sb, se] = part(count, send_chunk, c);
       const auto [rb, re] = part(count, recv_chunk, c);
-      for (size_t k = 0; sb + k * slice_floats_ < se; ++k) {
-        const size_t at = sb + k * slice_floats_;
-        ch.sends.push_back({const_cast<float*>(from) + at, std::min(slice_floats_, se - at),
+      // The chunk a step sends is the one the step before received, so slice k of both is
+      // the same part of it (the same slice size) and the dependency holds slice by slice.
+      const size_t s_slice = slice_for(ctx_.opt, se - sb);
+      const size_t r_slice = slice_for(ctx_.opt, re - rb);
+      for (size_t k = 0; sb + k * s_slice < se; ++k) {
+        const size_t at = sb + k * s_slice;
+        ch.sends.push_back({const_cast<float*>(from) + at, std::min(s_slice, se - at),
                             s == 0 ? 0 : prev_recv_start + k + 1});
       }
       prev_recv_start = ch.recvs.size();
-      for (size_t k = 0; rb + k * slice_floats_ < re; ++k) {
-        const size_t at = rb + k * slice_floats_;
-        // Reduce-scatter slices are dropped into the channel's window slots.
+      for (size_t k = 0; rb + k * r_slice < re; ++k) {
+        const size_t at = rb + k * r_slice;
+        // Reduce-scatter slices are dropped into the channel's window slots (slice_floats_
+        // apart: the largest slice).
         float* into = rs ? tmp + (ch.recvs.size() % window_) * slice_floats_ : buf_.recv + at;
-        ch.recvs.push_back({into, std::min(slice_floats_, re - at), 0, !rs});
+        ch.recvs.push_back({into, std::min(r_slice, re - at), 0, !rs});
       }
     }
     ch.s_req.assign(window_, nullptr);

@@ -147,4 +147,11 @@ int plan_window(uint64_t bytes, int window, uint64_t buffer_bytes) {
   return fit < static_cast<uint64_t>(w) ? static_cast<int>(fit) : w;
 }
 
+size_t nccl_slice_floats(size_t chunk_floats) {
+  // prims_simple.h: max(divUp(nelem, 16 * SlicePerChunk) * 16, sliceSize / 32) elements.
+  const size_t half = (chunk_floats + 31) / 32 * 16;
+  const size_t least = static_cast<size_t>(kNcclMinSliceBytes / 4);
+  return std::min(std::max(half, least), static_cast<size_t>(kNcclMaxSliceBytes / 4));
+}
+
 }  // namespace mesh::bench

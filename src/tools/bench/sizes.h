@@ -3,6 +3,7 @@
 // iterations and in-flight buffers one size gets. Pure functions, unit-tested.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,6 +38,18 @@ struct IterPlan {
 // Big messages get fewer iterations so every size costs about `iter_bytes` of traffic, but never
 // fewer than min(iters, 4) (a steady state needs a few messages); warm-up shrinks with them.
 IterPlan plan_iterations(uint64_t bytes, int iters, int warmup, uint64_t iter_bytes);
+
+// The slice (in 4-byte elements) that NCCL's Simple protocol cuts a ring all-reduce's chunk of
+// `chunk_floats` into (`--slice-bytes nccl`): SlicePerChunk = ALLREDUCE_CHUNKSTEPS /
+// ALLREDUCE_SLICESTEPS = 2 slices of half the chunk, rounded up to 16 elements, at least
+// stepSize * StepPerSlice / 32 (32 KiB with the default 4 MiB NCCL_BUFFSIZE: 8 steps of 512 KiB,
+// 2 per slice), and at most half of its largest chunk (4 steps, 2 MiB): 1 MiB. A chunk at most
+// twice the least slice goes in one slice of at most that least size and the rest. Chunks
+// above 2 MiB are, in NCCL, several loops of 2 MiB chunks: cut here into 1 MiB slices, the
+// same except for the last loop's smaller ones.
+inline constexpr uint64_t kNcclMinSliceBytes = 32 * 1024;
+inline constexpr uint64_t kNcclMaxSliceBytes = 1024 * 1024;
+size_t nccl_slice_floats(size_t chunk_floats);
 
 // How many messages of `bytes` are kept in flight: `window`, reduced so the buffers of one
 // direction fit in `buffer_bytes`, and at least 1.

@@ -196,8 +196,32 @@ void recv_all(int fd, void* data, size_t len, Waiter& waiter) {
 
 void exchange(int send_fd, const void* send_data, size_t send_len, int recv_fd, void* recv_data,
               size_t recv_len, Waiter& waiter, bool spin) {
-  const auto* sp = static_cast<const uint8_t*>(send_data);
-  auto* rp = static_cast<uint8_t*>(recv_data);
+  const Segment out{const_cast<uint8_t*>(static_cast<const uint8_t*>(send_data)), send_len};
+  const Segment in{static_cast<uint8_t*>(recv_data), recv_len};
+  exchange_segments(send_fd, &out, 1, recv_fd, &in, 1, waiter, spin);
+}
+
+void exchange_segments(int send_fd, const Segment* sends, size_t n_sends, int recv_fd,
+                       const Segment* recvs, size_t n_recvs, Waiter& waiter, bool spin) {
+  size_t si = 0, ri = 0;  // the segment being sent / received
+  const uint8_t* sp = nullptr;
+  uint8_t* rp = nullptr;
+  size_t send_len = 0, recv_len = 0;
+  // Empty segments move nothing: skipped.
+  auto next_send = [&] {
+    while (send_len == 0 && si < n_sends) {
+      sp = sends[si].data;
+      send_len = sends[si++].len;
+    }
+  };
+  auto next_recv = [&] {
+    while (recv_len == 0 && ri < n_recvs) {
+      rp = recvs[ri].data;
+      recv_len = recvs[ri++].len;
+    }
+  };
+  next_send();
+  next_recv();
   while (send_len > 0 || recv_len > 0) {
     pollfd p[2];
     nfds_t n = 0;
@@ -218,6 +242,7 @@ void exchange(int send_fd, const void* send_data, size_t send_len, int recv_fd, 
         sp += k;
         send_len -= static_cast<size_t>(k);
         moved = true;
+        next_send();
       } else if (k < 0 && !transient(errno)) {
         throw BenchError(kExitPeerFailed,
                          fmt::format("rank {}: send to {} failed: {}", my_rank(),
@@ -230,6 +255,7 @@ void exchange(int send_fd, const void* send_data, size_t send_len, int recv_fd, 
         rp += k;
         recv_len -= static_cast<size_t>(k);
         moved = true;
+        next_recv();
       } else if (k == 0 || !transient(errno)) {
         throw BenchError(
             kExitPeerFailed,

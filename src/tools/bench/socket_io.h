@@ -55,6 +55,17 @@ void recv_all(int fd, void* data, size_t len, Waiter& waiter);
 void exchange(int send_fd, const void* send_data, size_t send_len, int recv_fd, void* recv_data,
               size_t recv_len, Waiter& waiter, bool spin = false);
 
+// A buffer of a framed exchange.
+struct Segment {
+  uint8_t* data;
+  size_t len;
+};
+// exchange() over lists of buffers, one after the other in each direction, each moved by send()
+// and recv() calls of its own (never gathered with the next one): a message transport's framing,
+// whose every piece costs its own syscalls (NCCL's Socket: a message's size, then its bytes).
+void exchange_segments(int send_fd, const Segment* sends, size_t n_sends, int recv_fd,
+                       const Segment* recvs, size_t n_recvs, Waiter& waiter, bool spin);
+
 // True when the peer has closed the connection (EOF or error) - peeks, consumes nothing.
 bool peer_closed(int fd);
 

@@ -5,12 +5,14 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "metrics.h"
 #include "pairs.h"
+#include "socket_io.h"
 #include "wait.h"
 
 namespace mesh::bench {
@@ -250,6 +252,66 @@ void tcp_ring_exchange(Context& ctx, int next, const void* send, size_t send_len
   });
   exchange(ctx.link(next).tcp.get(), send, send_len, ctx.link(prev).tcp.get(), recv, recv_len, w,
            ctx.opt.tcp_spin);
+}
+
+// NCCL's Socket transport (src/transport/net_socket.cc) outside AWS and GCP starts no helper
+// threads (NCCL_SOCKET_NTHREADS 0): the proxy thread moves every byte of a connection on its one
+// socket, and only in test(), which NCCL's proxy calls for a connection's oldest request alone.
+// A message is its size (an int) in a send() of its own (with the bytes of a message of at most
+// NCCL_SOCKET_INLINE, 128), then its bytes; the receiver reads exactly the size, then the bytes.
+void tcp_ring_exchange_messages(Context& ctx, int next, const void* send, size_t send_len,
+                                size_t send_slice, int prev, void* recv, size_t recv_len,
+                                size_t recv_slice, MessageScratch& scratch) {
+  constexpr size_t kSizeBytes = 4;
+  constexpr size_t kInline = 128;
+  constexpr size_t kStage = kSizeBytes + kInline;
+  const size_t n_send = send_len == 0 ? 0 : (send_len + send_slice - 1) / send_slice;
+  const size_t n_recv = recv_len == 0 ? 0 : (recv_len + recv_slice - 1) / recv_slice;
+  // A stage per sent message (its size and inline bytes), then each received size.
+  scratch.bytes.resize(n_send * kStage + n_recv * kSizeBytes);
+  uint8_t* stage = scratch.bytes.data();
+  uint8_t* sizes_in = stage + n_send * kStage;
+  std::vector<Segment>& outs = scratch.outs;
+  std::vector<Segment>& ins = scratch.ins;
+  outs.clear();
+  ins.clear();
+  const auto* sp = static_cast<const uint8_t*>(send);
+  for (size_t k = 0; k < n_send; ++k) {
+    const size_t len = std::min(send_slice, send_len - k * send_slice);
+    uint8_t* st = stage + k * kStage;
+    const auto size = static_cast<int32_t>(len);
+    std::memcpy(st, &size, kSizeBytes);
+    if (len <= kInline) {
+      std::memcpy(st + kSizeBytes, sp + k * send_slice, len);
+      outs.push_back({st, kSizeBytes + len});
+    } else {
+      outs.push_back({st, kSizeBytes});
+      outs.push_back({const_cast<uint8_t*>(sp) + k * send_slice, len});
+    }
+  }
+  auto* rp = static_cast<uint8_t*>(recv);
+  for (size_t k = 0; k < n_recv; ++k) {
+    const size_t len = std::min(recv_slice, recv_len - k * recv_slice);
+    ins.push_back({sizes_in + k * kSizeBytes, kSizeBytes});
+    ins.push_back({rp + k * recv_slice, len});
+  }
+  Waiter w(ctx.opt.timeout, prev, [&] {
+    return fmt::format("TCP ring step in messages: {} B to rank {}, {} B from rank {}", send_len,
+                       next, recv_len, prev);
+  });
+  exchange_segments(ctx.link(next).tcp.get(), outs.data(), outs.size(), ctx.link(prev).tcp.get(),
+                    ins.data(), ins.size(), w, /*spin=*/true);
+  for (size_t k = 0; k < n_recv; ++k) {
+    int32_t size = 0;
+    std::memcpy(&size, sizes_in + k * kSizeBytes, kSizeBytes);
+    const size_t want = std::min(recv_slice, recv_len - k * recv_slice);
+    if (size < 0 || static_cast<size_t>(size) != want) {
+      throw BenchError(kExitPeerFailed,
+                       fmt::format("rank {}: TCP ring message {} from rank {} says {} bytes, "
+                                   "expected {}",
+                                   ctx.rank, k, prev, size, want));
+    }
+  }
 }
 
 }  // namespace mesh::bench
