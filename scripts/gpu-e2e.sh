@@ -43,7 +43,11 @@
 # outrun by NCCL's 2 channels). Knobs: CEILING_SIZES (1K..512M, the bench's sizes),
 # CEILING_CHANNELS (2: connections per neighbour, NCCL's channel count), CEILING_RECV_CAPACITY
 # (1M: the buffer each receive is posted with, as NCCL posts its Simple protocol's whole step
-# slot whatever the message; 0: the message's own size), CEILING (0: skip).
+# slot whatever the message; 0: the message's own size), CEILING_SLICES (nccl: NCCL's Simple
+# slices, two per chunk, 32K-1M, so the ceiling moves NCCL's messages; or a size, e.g. the
+# bench's 512K), CEILING (0: skip). The same step then times the plugin's ring all-reduce in
+# NCCL's slices against the bench's TCP ring framed as NCCL's Socket (--tcp-like-socket) into
+# ceiling/socket-like-nN.json: SOCKET_LIKE (0: skip), SOCKET_LIKE_SIZES (1K,64K,256K,1M,4M).
 # The bench step's own targets include `never slower than Socket at any size` per collective
 # and rank count (tests/gpu/README.md).
 # A step whose ranks failed for want of a relay ("no common subnet": a plugin built without it,
@@ -327,7 +331,8 @@ if ((BUILT)); then
   # ---- the rig's ceiling (issue 28): the plugin alone with a ring all-reduce's traffic ---------
   if [[ ${CEILING:-1} != 0 ]]; then
     BENCH_RANKS=${BENCH_RANKS:-2,3,4}
-    export MESH_BENCH PLUGIN BENCH_RANKS CEILING_SIZES CEILING_CHANNELS CEILING_RECV_CAPACITY
+    export MESH_BENCH PLUGIN BENCH_RANKS CEILING_SIZES CEILING_CHANNELS CEILING_RECV_CAPACITY \
+      CEILING_SLICES SOCKET_LIKE SOCKET_LIKE_SIZES
     ceiling() {
       local n rc=0 args=()
       mkdir -p "$OUT/ceiling"
@@ -337,12 +342,25 @@ if ((BUILT)); then
         # NCCL's channels (2 in the bench's runs: "2 coll channels" in its rank logs).
         "$MESH_BENCH" --plugin "$PLUGIN" --nranks "$n" --pattern ring-traffic \
           --channels "${CEILING_CHANNELS:-2}" --recv-capacity "${CEILING_RECV_CAPACITY:-1M}" \
+          --slice-bytes "${CEILING_SLICES:-nccl}" \
           --sizes "${CEILING_SIZES:-1K,64K,256K,1M,4M,16M,64M,128M,256M,512M}" --warmup 1 \
           --timeout 60 --json "$OUT/ceiling/ring-traffic-n$n.json" || rc=1
         args+=(--ceiling "$n=$OUT/ceiling/ring-traffic-n$n.json")
       done
       python3 "$ROOT/scripts/ceiling-report.py" --gpu-bench "$OUT/bench/bench.json" "${args[@]}" ||
         rc=1
+      # The 2-core machine's stand-in for Socket (measurements.md, twenty-sixth pass): the
+      # plugin's ring in NCCL's slices against the bench's TCP ring framed and polled as NCCL's
+      # Socket transport (--tcp-like-socket). Its ratios next to the bench step's Mesh / Socket
+      # lines say whether that stand-in reads on this host as NCCL's Socket does.
+      if [[ ${SOCKET_LIKE:-1} != 0 ]]; then
+        for n in ${BENCH_RANKS//,/ }; do
+          echo "-- ring-allreduce, NCCL's slices, against the Socket-like TCP ring, $n ranks"
+          "$MESH_BENCH" --plugin "$PLUGIN" --nranks "$n" --pattern ring-allreduce \
+            --slice-bytes nccl --tcp-like-socket --sizes "${SOCKET_LIKE_SIZES:-1K,64K,256K,1M,4M}" \
+            --timeout 60 --json "$OUT/ceiling/socket-like-n$n.json" || rc=1
+        done
+      fi
       return $rc
     }
     if [[ -x "$MESH_BENCH" ]]; then
