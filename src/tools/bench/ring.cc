@@ -92,13 +92,13 @@ class PluginRing final : public RingTransport {
     // Slices of this step's chunks (at most slice_floats_, the stride of tmp's slots).
     const size_t s_slice = slice_for(ctx_.opt, send_count);
     const size_t r_slice = slice_for(ctx_.opt, recv_count);
-    const size_t n_send = (send_count + s_slice - 1) / s_slice;
-    const size_t n_recv = (recv_count + r_slice - 1) / r_slice;
+    const size_t n_send = piece_count(send_count, s_slice);
+    const size_t n_recv = piece_count(recv_count, r_slice);
     size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
     void* s_req[kMaxWindow] = {};
     void* r_req[kMaxWindow] = {};
-    auto s_len = [&](size_t k) { return std::min(s_slice, send_count - k * s_slice); };
-    auto r_len = [&](size_t k) { return std::min(r_slice, recv_count - k * r_slice); };
+    auto s_len = [&](size_t k) { return piece_length(send_count, s_slice, k); };
+    auto r_len = [&](size_t k) { return piece_length(recv_count, r_slice, k); };
     // Reduce-scatter slices land in tmp (one slot per window entry) and are added into dst
     // (ring-traffic: dropped); all-gather slices land in place.
     auto recv_ptr = [&](size_t k) {

@@ -3,6 +3,7 @@
 // iterations and in-flight buffers one size gets. Pure functions, unit-tested.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -47,6 +48,15 @@ IterPlan plan_iterations(uint64_t bytes, int iters, int warmup, uint64_t iter_by
 // twice the least slice goes in one slice of at most that least size and the rest. Chunks
 // above 2 MiB are, in NCCL, several loops of 2 MiB chunks: cut here into 1 MiB slices, the
 // same except for the last loop's smaller ones.
+// `total` bytes or elements cut into pieces of `piece` (a ring step into slices, a step into
+// messages): how many, and how long the k-th is (the last may be shorter).
+inline size_t piece_count(size_t total, size_t piece) {
+  return (total + piece - 1) / piece;
+}
+inline size_t piece_length(size_t total, size_t piece, size_t k) {
+  return std::min(piece, total - k * piece);
+}
+
 inline constexpr uint64_t kNcclMinSliceBytes = 32 * 1024;
 inline constexpr uint64_t kNcclMaxSliceBytes = 1024 * 1024;
 size_t nccl_slice_floats(size_t chunk_floats);

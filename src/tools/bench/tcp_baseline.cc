@@ -5,13 +5,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "metrics.h"
 #include "pairs.h"
+#include "sizes.h"
 #include "socket_io.h"
 #include "wait.h"
 
@@ -265,8 +265,8 @@ void tcp_ring_exchange_messages(Context& ctx, int next, const void* send, size_t
   constexpr size_t kSizeBytes = 4;
   constexpr size_t kInline = 128;
   constexpr size_t kStage = kSizeBytes + kInline;
-  const size_t n_send = send_len == 0 ? 0 : (send_len + send_slice - 1) / send_slice;
-  const size_t n_recv = recv_len == 0 ? 0 : (recv_len + recv_slice - 1) / recv_slice;
+  const size_t n_send = piece_count(send_len, send_slice);
+  const size_t n_recv = piece_count(recv_len, recv_slice);
   // A stage per sent message (its size and inline bytes), then each received size.
   scratch.bytes.resize(n_send * kStage + n_recv * kSizeBytes);
   uint8_t* stage = scratch.bytes.data();
@@ -277,7 +277,7 @@ void tcp_ring_exchange_messages(Context& ctx, int next, const void* send, size_t
   ins.clear();
   const auto* sp = static_cast<const uint8_t*>(send);
   for (size_t k = 0; k < n_send; ++k) {
-    const size_t len = std::min(send_slice, send_len - k * send_slice);
+    const size_t len = piece_length(send_len, send_slice, k);
     uint8_t* st = stage + k * kStage;
     const auto size = static_cast<int32_t>(len);
     std::memcpy(st, &size, kSizeBytes);
@@ -291,7 +291,7 @@ void tcp_ring_exchange_messages(Context& ctx, int next, const void* send, size_t
   }
   auto* rp = static_cast<uint8_t*>(recv);
   for (size_t k = 0; k < n_recv; ++k) {
-    const size_t len = std::min(recv_slice, recv_len - k * recv_slice);
+    const size_t len = piece_length(recv_len, recv_slice, k);
     ins.push_back({sizes_in + k * kSizeBytes, kSizeBytes});
     ins.push_back({rp + k * recv_slice, len});
   }
@@ -304,7 +304,7 @@ void tcp_ring_exchange_messages(Context& ctx, int next, const void* send, size_t
   for (size_t k = 0; k < n_recv; ++k) {
     int32_t size = 0;
     std::memcpy(&size, sizes_in + k * kSizeBytes, kSizeBytes);
-    const size_t want = std::min(recv_slice, recv_len - k * recv_slice);
+    const size_t want = piece_length(recv_len, recv_slice, k);
     if (size < 0 || static_cast<size_t>(size) != want) {
       throw BenchError(kExitPeerFailed,
                        fmt::format("rank {}: TCP ring message {} from rank {} says {} bytes, "
