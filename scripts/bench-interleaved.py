@@ -22,7 +22,13 @@ time and the bench's own plain-TCP ring time of the same run, and the median of 
 The bench times the plugin first and the TCP ring second at each size, and the one timed second
 runs slower on a small machine (2 cores, 3 ranks, 1 MiB: up to 19%; docs/measurements.md,
 twentieth pass). --alternate-order passes --tcp-first to every even round, so each median covers
-both orders (an even --rounds balances them), and the summary adds the median of each order."""
+both orders (an even --rounds balances them), and the summary adds the median of each order.
+--versus NAME adds each plugin's time over NAME's in the same round (runs next to each other),
+e.g. Mesh against NCCL's own Socket transport built by scripts/build-nccl-socket.sh:
+
+  NCCL_SOCKET_IFNAME=lo scripts/bench-interleaved.py --bench ... --plugin mesh=mesh.so \
+      --plugin sock=OUT/libnccl-net-ncclsocket.so --versus sock --rounds 10 --alternate-order \
+      -- --nranks 3 --pattern ring-allreduce --sizes 1K,64K,256K,1M,4M -q"""
 import argparse
 import json
 import os
@@ -134,6 +140,32 @@ def print_ring(plugins, rows, steal):
                   f"({min(ratios):.2f}-{max(ratios):.2f}) | {ok}/{len(ratios)} |{by_order}")
 
 
+def print_versus(plugins, rows, ref):
+    """Ring patterns, --versus REF: each other plugin's time over REF's at the same rank count
+    and size in the same round (the runs next to each other), median over rounds (below 1: that
+    plugin is faster than REF). Compares two transports directly, not through the TCP ring."""
+    ref_time = {(rnd, r["nranks"], r["bytes"]): r["plugin_time_us"]
+                for rnd, n, r in rows if n == ref}
+    print()
+    print(f"| plugin | ranks | size | median time / {ref}'s (range) | runs <= 1.0 |")
+    print("|---|---|---|---|---|")
+    for name, _ in plugins:
+        if name == ref:
+            continue
+        keys = sorted({(r["nranks"], r["bytes"]) for _, n, r in rows if n == name})
+        for nranks, size in keys:
+            ratios = [r["plugin_time_us"] / ref_time[(rnd, nranks, size)]
+                      for rnd, n, r in rows if n == name and r["nranks"] == nranks
+                      and r["bytes"] == size and ref_time.get((rnd, nranks, size))]
+            if not ratios:
+                print(f"| {name} | {nranks} | {fmt_size(size)} | - (no run of {ref} in the "
+                      f"same round) | - |")
+                continue
+            ok = sum(1 for x in ratios if x <= 1.0)
+            print(f"| {name} | {nranks} | {fmt_size(size)} | {statistics.median(ratios):.2f} "
+                  f"({min(ratios):.2f}-{max(ratios):.2f}) | {ok}/{len(ratios)} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", required=True)
@@ -156,10 +188,16 @@ def main():
     ap.add_argument("--alternate-order", action="store_true",
                     help="ring patterns: time the TCP ring first (bench --tcp-first) in every "
                          "even round, the plugin first in odd ones")
+    ap.add_argument("--versus", metavar="NAME",
+                    help="ring patterns: also print each plugin's time over NAME's (one of the "
+                         "--plugin names) in the same round, e.g. against NCCL's own Socket "
+                         "built by scripts/build-nccl-socket.sh")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER)
     opt = ap.parse_args()
     extra = [a for a in opt.bench_args if a != "--"]
     plugins = [p.split("=", 1) for p in opt.plugin]
+    if opt.versus is not None and opt.versus not in [name for name, _ in plugins]:
+        ap.error(f"--versus {opt.versus}: not one of the --plugin names")
     envs = {name: dict(os.environ) for name, _ in plugins}
     for spec in opt.plugin_env:
         name, var, value = spec.split("=", 2)
@@ -200,6 +238,8 @@ def main():
                         rows.append((rnd, name, r))
     if rows and all(r.get("pattern", "").startswith("ring") for _, _, r in rows):
         print_ring(plugins, rows, steal)
+        if opt.versus is not None:
+            print_versus(plugins, rows, opt.versus)
         return 1 if failed else 0
     print("| round | plugin | pair | size | plugin GB/s | TCP GB/s | bw ratio | plugin CPU s/GB "
           "| TCP CPU s/GB | CPU ratio | plugin csw/GB | TCP csw/GB | threads/rank |")
