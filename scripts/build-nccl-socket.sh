@@ -27,7 +27,7 @@ OUT=${2:?usage: $0 NCCL_SRC OUTDIR}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 CXX=${CXX:-g++}
 for f in src/transport/net_socket.cc src/misc/socket.cc src/misc/param.cc src/debug.cc \
-         src/misc/utils.cc src/nccl.h.in; do
+         src/misc/utils.cc src/nccl.h.in makefiles/version.mk; do
   [ -f "$SRC/$f" ] || { echo "$SRC/$f: missing; is $SRC a NCCL source tree?" >&2; exit 2; }
 done
 [ -f "$CUDA_HOME/include/cuda_runtime.h" ] ||
@@ -69,7 +69,11 @@ for f in src/transport/net_socket.cc src/misc/socket.cc src/misc/param.cc src/de
          src/misc/utils.cc "$OUT/obj/glue.cc"; do
   case $f in /*) in=$f ;; *) in=$SRC/$f ;; esac
   o=$OUT/obj/$(basename "$f" .cc).o
-  "$CXX" "${flags[@]}" -c "$in" -o "$o"
+  "$CXX" "${flags[@]}" -c "$in" -o "$o" || {
+    echo "$in: did not build. This script knows NCCL 2.28's Socket (tested: v2.28.9-1); NCCL" \
+         "$major.$minor.$patch may need other files or glue" >&2
+    exit 1
+  }
   objs+=("$o")
 done
 "$CXX" -shared -o "$OUT/libnccl-net-ncclsocket.so" "${objs[@]}" -Wl,--no-undefined -lpthread
