@@ -26,8 +26,10 @@ SRC=$(cd "${1:?usage: $0 NCCL_SRC OUTDIR}" && pwd)
 OUT=${2:?usage: $0 NCCL_SRC OUTDIR}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 CXX=${CXX:-g++}
-for f in src/transport/net_socket.cc src/misc/socket.cc src/misc/param.cc src/debug.cc \
-         src/misc/utils.cc src/nccl.h.in makefiles/version.mk; do
+# NCCL's files compiled (the Socket transport and what it calls), in the tree's own paths.
+sources=(src/transport/net_socket.cc src/misc/socket.cc src/misc/param.cc src/debug.cc
+         src/misc/utils.cc)
+for f in "${sources[@]}" src/nccl.h.in makefiles/version.mk; do
   [ -f "$SRC/$f" ] || { echo "$SRC/$f: missing; is $SRC a NCCL source tree?" >&2; exit 2; }
 done
 [ -f "$CUDA_HOME/include/cuda_runtime.h" ] ||
@@ -65,12 +67,10 @@ EOF
 flags=(-std=c++17 -O2 -fPIC -w -I"$OUT/obj" -I"$SRC/src/include" -I"$SRC/src/include/plugin"
        -I"$CUDA_HOME/include" -I"$CUDA_HOME/include/cccl")
 objs=()
-for f in src/transport/net_socket.cc src/misc/socket.cc src/misc/param.cc src/debug.cc \
-         src/misc/utils.cc "$OUT/obj/glue.cc"; do
-  case $f in /*) in=$f ;; *) in=$SRC/$f ;; esac
-  o=$OUT/obj/$(basename "$f" .cc).o
-  "$CXX" "${flags[@]}" -c "$in" -o "$o" || {
-    echo "$in: did not build. This script knows NCCL 2.28's Socket (tested: v2.28.9-1); NCCL" \
+for file in "${sources[@]/#/$SRC/}" "$OUT/obj/glue.cc"; do
+  o=$OUT/obj/$(basename "$file" .cc).o
+  "$CXX" "${flags[@]}" -c "$file" -o "$o" || {
+    echo "$file: did not build. This script knows NCCL 2.28's Socket (tested: v2.28.9-1); NCCL" \
          "$major.$minor.$patch may need other files or glue" >&2
     exit 1
   }

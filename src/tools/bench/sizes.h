@@ -40,14 +40,6 @@ struct IterPlan {
 // fewer than min(iters, 4) (a steady state needs a few messages); warm-up shrinks with them.
 IterPlan plan_iterations(uint64_t bytes, int iters, int warmup, uint64_t iter_bytes);
 
-// The slice (in 4-byte elements) that NCCL's Simple protocol cuts a ring all-reduce's chunk of
-// `chunk_floats` into (`--slice-bytes nccl`): SlicePerChunk = ALLREDUCE_CHUNKSTEPS /
-// ALLREDUCE_SLICESTEPS = 2 slices of half the chunk, rounded up to 16 elements, at least
-// stepSize * StepPerSlice / 32 (32 KiB with the default 4 MiB NCCL_BUFFSIZE: 8 steps of 512 KiB,
-// 2 per slice), and at most half of its largest chunk (4 steps, 2 MiB): 1 MiB. A chunk at most
-// twice the least slice goes in one slice of at most that least size and the rest. Chunks
-// above 2 MiB are, in NCCL, several loops of 2 MiB chunks: cut here into 1 MiB slices, the
-// same except for the last loop's smaller ones.
 // `total` bytes or elements cut into pieces of `piece` (a ring step into slices, a step into
 // messages): how many, and how long the k-th is (the last may be shorter).
 inline size_t piece_count(size_t total, size_t piece) {
@@ -57,6 +49,14 @@ inline size_t piece_length(size_t total, size_t piece, size_t k) {
   return std::min(piece, total - k * piece);
 }
 
+// The slice (in 4-byte elements) that NCCL's Simple protocol cuts a ring all-reduce's chunk of
+// `chunk_floats` into (`--slice-bytes nccl`): SlicePerChunk = ALLREDUCE_CHUNKSTEPS /
+// ALLREDUCE_SLICESTEPS = 2 slices of half the chunk, rounded up to 16 elements, at least
+// stepSize * StepPerSlice / 32 (32 KiB with the default 4 MiB NCCL_BUFFSIZE: 8 steps of 512 KiB,
+// 2 per slice), and at most half of its largest chunk (4 steps, 2 MiB): 1 MiB. A chunk at most
+// twice the least slice goes in one slice of at most that least size and the rest. Chunks
+// above 2 MiB are, in NCCL, several loops of 2 MiB chunks: cut here into 1 MiB slices, the
+// same except for the last loop's smaller ones.
 inline constexpr uint64_t kNcclMinSliceBytes = 32 * 1024;
 inline constexpr uint64_t kNcclMaxSliceBytes = 1024 * 1024;
 size_t nccl_slice_floats(size_t chunk_floats);
