@@ -40,8 +40,9 @@ inline constexpr uint32_t kHelloMagic = 0x4D534848;  // "MSHH"
 // (transport/tcp/wire.h); 6: the connector's TCP eager window; 7: 64-byte TCP message headers;
 // 8: TCP receives cleared unasked from half the sender's eager window (was: over a quarter);
 // 9: ... and only where one of the two messages before was that large (transport/tcp/wire.h
-// owes_unasked).
-inline constexpr uint8_t kHelloVersion = 9;
+// owes_unasked); 10: a small one-part message leaves the next one on its data socket
+// (transport/tcp/wire.h next_first_stream).
+inline constexpr uint8_t kHelloVersion = 10;
 // NCCL_MESH_TCP_EAGER_WINDOW's upper bound (util/settings.h): a larger one is malformed.
 inline constexpr uint32_t kMaxTcpWindow = 16u << 20;
 inline constexpr size_t kMaxExtension = 1024;

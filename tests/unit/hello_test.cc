@@ -80,7 +80,7 @@ void expect_rejected(const Buffer& b, const std::string& reason) {
 
 TEST(HelloCodec, LayoutIsBigEndianAsDocumented) {
   const Buffer b = encoded(make_hello(Role::kData, 0x0102, 0x0003));
-  const uint8_t header[] = {'M', 'S', 'H', 'H', 9, 1, 0x01, 0x02, 0x00, 0x03};
+  const uint8_t header[] = {'M', 'S', 'H', 'H', 10, 1, 0x01, 0x02, 0x00, 0x03};
   for (size_t i = 0; i < sizeof(header); ++i) EXPECT_EQ(b[i], header[i]) << i;
   for (size_t i = 10; i < 16; ++i) EXPECT_EQ(b[i], 0) << i;
   for (size_t i = 0; i < kNonceSize; ++i) EXPECT_EQ(b[16 + i], 0x30 + i) << i;
@@ -142,7 +142,7 @@ TEST(HelloDecode, RejectsBadMagic) {
 }
 
 TEST(HelloDecode, RejectsOtherVersions) {
-  for (const uint8_t v : std::initializer_list<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 255}) {
+  for (const uint8_t v : std::initializer_list<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 255}) {
     Buffer b = encoded(make_hello(Role::kControl, 0, 4));
     b[4] = v;
     resign(b);

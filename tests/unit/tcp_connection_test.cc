@@ -18,6 +18,7 @@
 
 #include "tcp_test_requests.h"
 #include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/wire.h"
 
 namespace mesh::tcp {
 namespace {
@@ -226,13 +227,11 @@ TEST(TcpStagedReceive, MessagesThatArrivedTogetherGoToTheirOwnReceives) {
 
 // Small one-part messages and messages of 1, 2 and 3 parts, interleaved, receives
 // trailing the sends (some eager, some waiting), every byte checked.
-void exchange_mixed(const TcpOptions& opt) {
-  Endpoints e = connect_pair(opt, 3);
+void exchange_sizes(const TcpOptions& opt, const std::vector<size_t>& sizes, size_t streams) {
+  Endpoints e = connect_pair(opt, streams);
   std::vector<std::vector<uint8_t>> msgs;
-  for (int i = 0; i < 36; ++i) {
-    const size_t big = (i / 3 % 3 + 1) * 128 * 1024 + static_cast<size_t>(i);  // 1..3 parts
-    const size_t size = i % 3 == 0 ? big : 64 + 97u * static_cast<size_t>(i);
-    msgs.push_back(pattern(size, static_cast<uint8_t>(i)));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    msgs.push_back(pattern(sizes[i], static_cast<uint8_t>(i)));
   }
   std::vector<std::vector<uint8_t>> bufs;
   for (auto& m : msgs) bufs.emplace_back(m.size());
@@ -266,8 +265,35 @@ void exchange_mixed(const TcpOptions& opt) {
   EXPECT_EQ(rdone, msgs.size());
 }
 
+void exchange_mixed(const TcpOptions& opt) {
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 36; ++i) {
+    const size_t big = (i / 3 % 3 + 1) * 128 * 1024 + static_cast<size_t>(i);  // 1..3 parts
+    sizes.push_back(i % 3 == 0 ? big : 64 + 97u * static_cast<size_t>(i));
+  }
+  exchange_sizes(opt, sizes, 3);
+}
+
 TEST(TcpStagedReceive, LargeMessagesStayInOrderWithSmallOnes) {
   exchange_mixed(options(64 * 1024));
+}
+
+// Runs of small one-part messages, which leave the next message on their data socket (wire.h
+// next_first_stream), around the 4 KiB edge, between one-part and several-part ones: the
+// receiver must look for each header where the sender put it.
+TEST(TcpStagedReceive, BothEndsAgreeWhereMessagesAroundTheSpreadEdgeGo) {
+  std::vector<size_t> sizes;
+  const size_t edge = kSpreadMinBytes;
+  const std::vector<size_t> cycle = {1,  edge - 1, edge,      0,         edge + 1, 300 * 1024,
+                                     64, 64,       edge - 64, 20 * 1024, 3,        512 * 1024 + 7};
+  for (int round = 0; round < 4; ++round) {
+    for (size_t i = 0; i < cycle.size(); ++i) sizes.push_back(cycle[(i + round) % cycle.size()]);
+  }
+  exchange_sizes(options(64 * 1024), sizes, 4);
+  TcpOptions threads = options(64 * 1024);
+  threads.io_threads = 2;
+  exchange_sizes(threads, sizes, 4);
+  EXPECT_TRUE(IoPool::stop_if_idle()) << "a stream is still attached to the pool";
 }
 
 TEST(TcpIoPool, CallerMovesOnePartMessagesThreadsTheOthersInOrder) {

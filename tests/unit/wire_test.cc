@@ -122,5 +122,21 @@ TEST(ClearToSend, BigEndianLayoutAndRoundTrip) {
   EXPECT_EQ(decode_cts(b.data()).reserved, 0x00ff0000u);
 }
 
+// Where the next message's first part goes (hello version 10): a one-part message under
+// kSpreadMinBytes leaves it on its own data socket; anything else moves it past its parts.
+TEST(NextFirstStream, SmallOnePartMessagesStayLargerOnesMovePastTheirParts) {
+  static_assert(kSpreadMinBytes == 4096);
+  EXPECT_EQ(next_first_stream(0, 0, 1, 4), 0u);
+  EXPECT_EQ(next_first_stream(2, 1024, 1, 4), 2u);
+  EXPECT_EQ(next_first_stream(3, kSpreadMinBytes - 1, 1, 4), 3u);
+  EXPECT_EQ(next_first_stream(3, kSpreadMinBytes, 1, 4), 0u);
+  EXPECT_EQ(next_first_stream(1, 64 * 1024, 1, 4), 2u);
+  EXPECT_EQ(next_first_stream(1, 1 << 20, 4, 4), 1u);
+  EXPECT_EQ(next_first_stream(2, 1 << 20, 3, 4), 1u);
+  // Several parts always move on, however small (a peer may split what it likes).
+  EXPECT_EQ(next_first_stream(0, 100, 2, 4), 2u);
+  EXPECT_EQ(next_first_stream(0, 4096, 1, 1), 0u);
+}
+
 }  // namespace
 }  // namespace mesh::tcp

@@ -501,8 +501,10 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts, size_t first_done) 
   r->parts_pending.store(nparts, std::memory_order_relaxed);
   // Parts go to the streams round-robin, continuing where the previous message stopped: a
   // message smaller than NCCL_MESH_TCP_MIN_CHUNK x streams (NCCL's 128 KiB p2p chunks, small
-  // collective steps) would otherwise always ride stream 0 while the others idle. Both sides
-  // call this in sequence order with the same part counts, so each stream's byte order agrees.
+  // collective steps) would otherwise always ride stream 0 while the others idle. A message
+  // under wire.h's kSpreadMinBytes leaves the next one where it started (next_first_stream).
+  // Both sides call this in sequence order with the same sizes and part counts, so each
+  // stream's byte order agrees.
   for (uint16_t i = 0; i < nparts; ++i) {
     PartRange range = r->oversize ? PartRange{} : part_range(r->size, nparts, i);
     if (i == 0) {  // receiver: what came with the header
@@ -531,7 +533,7 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts, size_t first_done) 
     }
     if (!caller) owners_[s]->notify();
   }
-  next_stream_ = (next_stream_ + nparts) % streams_.size();
+  next_stream_ = next_first_stream(next_stream_, r->size, nparts, streams_.size());
   next_pump_ns_ = 0;  // new bytes to move: no back-off for them
   return true;
 }
