@@ -84,9 +84,9 @@ struct MessageHeader {
 // move in parallel (I/O threads, NICs, the receiving host's cores) and lets a one-part message
 // of a Spark's port halves take the other cable; a message of a few hundred bytes gains none of
 // that, and walking NCCL's small steps over four sockets cost each socket its own ACK per
-// message and the receiver a cold socket per read: 8 ranks, 1 KiB ring all-reduce, 1.11-1.24x
-// the time of NCCL's own Socket transport with the walk, 1.00-1.10x without it; 0.56 pure
-// ACKs per message against 0.29 (docs/measurements.md, twenty-eighth pass). Both ends know
+// message and the receiver a cold socket per read: 8 ranks on 2 cores, 1 KiB ring all-reduce,
+// 1.08-1.14x the time of NCCL's own Socket transport with the walk, 0.99-1.03x without it; 0.56
+// pure ACKs per message against 0.19 (docs/measurements.md, twenty-eighth pass). Both ends know
 // message k's size and parts before message k+1's header (the receiver from k's header).
 inline constexpr uint64_t kSpreadMinBytes = 4096;
 inline size_t next_first_stream(size_t first, uint64_t size, uint16_t nparts, size_t streams) {
