@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The receiver reads a message's header and its first part's payload in one recvmsg(), guessing
-// the part's length from the message before (DataStream::read_header_and_payload). A wrong
-// guess must cost nothing but a copy: bytes read past a shorter part belong to the stream's next
-// message and go back to the stream (DataStream::carry), a longer part reads its rest as before.
-// These tests send messages whose sizes the guess gets wrong, with the next message already in
-// the socket when a shorter one is read, and check every byte and size.
+// How the receiver reads headers and payloads (DataStream): a payload straight into its buffer
+// and what follows it into the stage in the same recvmsg(), so that the next header of a
+// pipeline costs no read of its own, but never a byte into a posted buffer past its message's
+// end. These tests send messages of mixed sizes that are all in the receiver's sockets before it
+// reads, and check every byte, every size and the buffer past each message.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -50,79 +50,67 @@ class DataStreamHeaderRead : public ::testing::Test {
     int fds[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
     writer_.reset(fds[0]);
+    raw_ = fds[1];  // the stream's own socket, to see what it has left unread
     rx_ = std::make_unique<DataStream>(UniqueFd(fds[1]), false, 0, &failure_);
   }
   UniqueFd writer_;
+  int raw_ = -1;
   FailureLatch failure_;
   std::unique_ptr<DataStream> rx_;
 };
 
-// Both messages are in the socket before the first is read: the guess (8,000 bytes, a message
-// before of that size) reads the whole of a 100-byte message, the next one's header and most of
-// its payload; those go back to the stream, which serves them to the next header and part in
-// order, and the rest comes from the socket.
-TEST_F(DataStreamHeaderRead, BytesReadPastAShorterPartAreTheNextMessagesAndComeBackInOrder) {
-  const auto first = pattern(100, 1);
-  const auto second = pattern(20000, 2);
+// A payload larger than the stage is read straight into its buffer, and what follows it on the
+// stream (the next message's header and the start of its payload) into the stage in the same
+// recvmsg(): the socket is then empty, the next header comes from the stage, and nothing lands
+// in the buffer past the part, though the buffer is larger.
+TEST_F(DataStreamHeaderRead, APayloadReadBringsTheNextHeaderAlongButNeverWritesPastThePart) {
+  const auto first = pattern(20000, 1);
+  const auto second = pattern(300, 2);
   std::vector<uint8_t> wire = framed(0, first);
   const auto next = framed(1, second);
   wire.insert(wire.end(), next.begin(), next.end());
   write_all(writer_.get(), wire);
 
   uint8_t header[kHeaderSize] = {};
-  std::vector<uint8_t> buf(8000, 0);
-  size_t payload = 0;
-  ASSERT_EQ(rx_->read_header_and_payload(header, buf.data(), buf.size(), &payload),
-            static_cast<ssize_t>(kHeaderSize));
-  EXPECT_EQ(decode_header(header).size, first.size());
-  ASSERT_EQ(payload, buf.size());  // past the part: 7,900 bytes of the next message
+  ASSERT_EQ(rx_->read_header(header, kHeaderSize), static_cast<ssize_t>(kHeaderSize));
+  ASSERT_EQ(decode_header(header).size, first.size());
+  std::vector<uint8_t> buf(64 * 1024, 0xee);
+  std::atomic<int> pending{1};
+  ASSERT_TRUE(rx_->push({buf.data(), first.size(), &pending}));
+  rx_->pump();
+  ASSERT_EQ(pending.load(), 0);
   EXPECT_TRUE(std::equal(first.begin(), first.end(), buf.begin()));
-  rx_->carry(buf.data() + first.size(), payload - first.size());
+  EXPECT_TRUE(std::all_of(buf.begin() + static_cast<std::ptrdiff_t>(first.size()), buf.end(),
+                          [](uint8_t b) { return b == 0xee; }))
+      << "bytes of the next message were written past the part's end";
+  uint8_t probe = 0;
+  EXPECT_LT(recv(raw_, &probe, 1, MSG_DONTWAIT | MSG_PEEK), 0)
+      << "the next message should have come with the payload's read";
 
-  // The next header comes from the bytes given back, then the part from them and the socket.
   uint8_t header2[kHeaderSize] = {};
-  std::vector<uint8_t> buf2(30000, 0);
-  ASSERT_EQ(rx_->read_header_and_payload(header2, buf2.data(), buf2.size(), &payload),
-            static_cast<ssize_t>(kHeaderSize));
-  EXPECT_EQ(payload, 0u) << "staged bytes are read the stage way, none past the header";
+  ASSERT_EQ(rx_->read_header(header2, kHeaderSize), static_cast<ssize_t>(kHeaderSize));
   const MessageHeader h2 = decode_header(header2);
   EXPECT_EQ(h2.seq, 1u);
   ASSERT_EQ(h2.size, second.size());
-  std::atomic<int> pending{1};
-  ASSERT_TRUE(rx_->push({buf2.data(), second.size(), &pending}));
+  std::vector<uint8_t> buf2(second.size(), 0);
+  std::atomic<int> pending2{1};
+  ASSERT_TRUE(rx_->push({buf2.data(), second.size(), &pending2}));
   rx_->pump();
-  EXPECT_EQ(pending.load(), 0);
-  EXPECT_TRUE(std::equal(second.begin(), second.end(), buf2.begin()));
-  EXPECT_FALSE(failure_.failed());
-}
-
-// A part longer than the guess: the header, the guessed bytes and what the stage takes come in
-// one read, the part's rest from the stage and the socket.
-TEST_F(DataStreamHeaderRead, APartLongerThanTheGuessReadsItsRestAfterward) {
-  const auto msg = pattern(50000, 3);
-  write_all(writer_.get(), framed(0, msg));
-  uint8_t header[kHeaderSize] = {};
-  std::vector<uint8_t> buf(msg.size(), 0);
-  size_t payload = 0;
-  ASSERT_EQ(rx_->read_header_and_payload(header, buf.data(), 10000, &payload),
-            static_cast<ssize_t>(kHeaderSize));
-  ASSERT_EQ(payload, 10000u);
-  std::atomic<int> pending{1};
-  ASSERT_TRUE(rx_->push({buf.data() + payload, msg.size() - payload, &pending}));
-  rx_->pump();
-  EXPECT_EQ(pending.load(), 0);
-  EXPECT_EQ(buf, msg);
+  EXPECT_EQ(pending2.load(), 0);
+  EXPECT_EQ(buf2, second);
   EXPECT_FALSE(failure_.failed());
 }
 
 // End to end through TcpConnection: one data stream (every message behind the one before on the
-// same socket), every message sent before the receiver reads (all eager), sizes that make the
-// guess too long, too short, empty and exact; the receives' buffers are larger than the messages.
-// With four streams and an I/O pool as well, where messages go in several parts: bytes read past
-// a first part then lie where a later part of the same message lands.
+// same socket), every message sent before the receiver reads (all eager), sizes that grow and
+// shrink from one message to the next; the receives' buffers are larger than the messages, and
+// what lies past each message must be untouched. With four streams and an I/O pool as well,
+// where messages go in several parts. (Up to hello version 9 the receiver guessed a first part's
+// length from the message before and read that much into the buffer with the header: with one
+// stream a shorter message got the next one's bytes written past its end.)
 class TcpHeaderReadTest : public ::testing::TestWithParam<std::pair<size_t, size_t>> {};
 
-TEST_P(TcpHeaderReadTest, MessagesTheGuessGetsWrongArriveIntact) {
+TEST_P(TcpHeaderReadTest, MessagesOfMixedSizesArriveIntactAndNothingPastThem) {
   const auto [streams, io_threads] = GetParam();
   TcpOptions o;
   o.user_timeout_ms = 0;
@@ -131,8 +119,7 @@ TEST_P(TcpHeaderReadTest, MessagesTheGuessGetsWrongArriveIntact) {
   o.min_chunk = 16 * 1024;  // several parts where there are several streams and a pool
   o.io_threads = io_threads;
   Endpoints e = connect_tcp(o, streams);
-  // 70,000 and 90,000 go in several parts with the pool, each after a 64 KiB message in one:
-  // a guess longer than their first part.
+  // 70,000 and 90,000 go in several parts with the pool, each after a 64 KiB message in one.
   const std::vector<size_t> sizes = {65536, 65536, 5000, 65536, 300,   0,    65536, 70000,
                                      20000, 20000, 1,    65536, 90000, 4096, 65536};
   std::vector<std::vector<uint8_t>> sent;
@@ -153,6 +140,9 @@ TEST_P(TcpHeaderReadTest, MessagesTheGuessGetsWrongArriveIntact) {
     ASSERT_EQ(wait_done(*e.recv, r, &size), ncclSuccess) << "message " << i;
     ASSERT_EQ(static_cast<size_t>(size), sizes[i]) << "message " << i;
     EXPECT_TRUE(std::equal(sent[i].begin(), sent[i].end(), buf.begin())) << "message " << i;
+    EXPECT_TRUE(std::all_of(buf.begin() + static_cast<std::ptrdiff_t>(sizes[i]), buf.end(),
+                            [](uint8_t b) { return b == 0xee; }))
+        << "message " << i << ": its buffer was written past the message's end";
   }
 }
 

@@ -71,66 +71,6 @@ ssize_t DataStream::header_locked(uint8_t* dst, size_t want) {
   return n == kWouldBlock ? 0 : n;
 }
 
-// One recvmsg() for the header and what follows it, where the stage path would need two (a
-// header, then the rest of a payload larger than the stage): the header into its buffer, up to
-// `expect` bytes into the message's buffer, more into the stage. The caller guesses `expect`
-// (the previous message's first part: a ring's or a pipeline's messages have one size), and the
-// header then says where the part ends: a shorter part gives the bytes read past its end back
-// (carry()), a longer one reads the rest as before. A 64 KiB-1 MiB message whose bytes had all
-// arrived took two recv() where a plain TCP ring that knows its sizes takes one (4 ranks,
-// 256 KiB all-reduce: 1.04 payload reads per message besides the header's, measurements.md).
-ssize_t DataStream::read_header_and_payload(uint8_t* header, uint8_t* data, size_t expect,
-                                            size_t* payload) {
-  *payload = 0;
-  const Guard guard(*this, /*wait=*/false);
-  if (!guard.held() || count_ > 0 || !fd_.valid()) return 0;
-  // Staged bytes are the stream's next ones: they are read first, the stage way.
-  if (ended_ || stage_begin_ != stage_end_ || expect == 0)
-    return header_locked(header, kHeaderSize);
-  // A stage grown by carry() and served since goes back to its usual size.
-  if (stage_.size() > kStageBytes) stage_ = std::vector<uint8_t>(kStageBytes);
-  iovec iov[3] = {{header, kHeaderSize}, {data, expect}, {stage_.data(), kStageBytes}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 3;
-  ssize_t n = 0;
-  do {
-    n = recvmsg(fd_.get(), &msg, MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  if (n == 0) {
-    ended_ = true;
-    return kEndOfStream;
-  }
-  if (n < 0) {
-    fail_io(n, errno);
-    return -1;
-  }
-  const auto got = static_cast<size_t>(n);
-  if (got <= kHeaderSize) return n;
-  *payload = std::min(got - kHeaderSize, expect);
-  if (got > kHeaderSize + expect) {
-    stage_begin_ = 0;
-    stage_end_ = got - kHeaderSize - expect;
-  }
-  return static_cast<ssize_t>(kHeaderSize);
-}
-
-void DataStream::carry(const uint8_t* bytes, size_t len) {
-  const Guard guard(*this, /*wait=*/true);
-  const size_t staged = stage_end_ - stage_begin_;
-  if (len + staged > stage_.size()) {
-    std::vector<uint8_t> grown(len + staged);
-    std::memcpy(grown.data() + len, stage_.data() + stage_begin_, staged);
-    stage_ = std::move(grown);
-  } else {
-    std::memmove(stage_.data() + len, stage_.data() + stage_begin_, staged);
-  }
-  std::memcpy(stage_.data(), bytes, len);
-  stage_begin_ = 0;
-  stage_end_ = len + staged;
-}
-
 bool DataStream::pump_locked() {
   bool moved = false;
   while (count_ > 0 && fd_.valid()) {
@@ -191,13 +131,23 @@ ssize_t DataStream::send_part(const Part& part) {
 }
 
 // Staged bytes first; then a small want reads what has arrived into the stage (several small
-// messages, or a header and its payload, in one recv), a large one straight into dst.
+// messages, or a header and its payload, in one recv), a large one straight into dst, with
+// what follows it on the stream into the stage in the same recvmsg(): the next message's header
+// and the start of its payload, often there already in a pipeline, then cost no read of their
+// own. Nothing is ever read into dst past `want`: a posted buffer beyond the message's end is
+// NCCL's. (A header read that guessed the payload's length from the message before, 44edcc7,
+// wrote the next message's bytes there when the guess was long; measurements.md, twenty-eighth
+// pass.)
 ssize_t DataStream::receive(uint8_t* dst, size_t want, bool may_end) {
   if (stage_begin_ == stage_end_) {
     const bool staged = want < kStageBytes / 2;
+    iovec iov[2] = {{dst, want}, {stage_.data(), kStageBytes}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
     for (;;) {
-      const ssize_t n =
-          recv(fd_.get(), staged ? stage_.data() : dst, staged ? kStageBytes : want, MSG_DONTWAIT);
+      const ssize_t n = staged ? recv(fd_.get(), stage_.data(), kStageBytes, MSG_DONTWAIT)
+                               : recvmsg(fd_.get(), &msg, MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return kWouldBlock;
       if (n == 0 && may_end) return kEndOfStream;
@@ -205,7 +155,13 @@ ssize_t DataStream::receive(uint8_t* dst, size_t want, bool may_end) {
         fail_io(n, errno);
         return -1;
       }
-      if (!staged) return n;
+      if (!staged) {
+        const auto got = static_cast<size_t>(n);
+        if (got <= want) return n;
+        stage_begin_ = 0;
+        stage_end_ = got - want;
+        return static_cast<ssize_t>(want);
+      }
       stage_begin_ = 0;
       stage_end_ = static_cast<size_t>(n);
       break;

@@ -10,8 +10,9 @@
 // it (wire.h): the sender's part 0 carries the header as a prefix (one sendmsg for both), and
 // the receiver reads a header with read_header() once the stream's earlier parts are done. A
 // receiving stream reads through a small stage, so that a small message (header and payload)
-// costs one recv(), and several that arrived together cost one; a larger message comes with its
-// header in one recvmsg() when the receiver guessed its size (read_header_and_payload).
+// costs one recv(), and several that arrived together cost one; a larger payload is read
+// straight into its buffer, and what follows it on the stream (the next header) into the stage
+// in the same recvmsg(). Nothing is read into a posted buffer past its message's end.
 //
 // Threads: push() and read_header() from the connection's caller; pump() from the owner
 // (caller or I/O thread), all serialised by mu_ (try_pump() and read_header() skip instead of
@@ -70,15 +71,6 @@ class DataStream {
   // Receiver: what one recv() into the stage takes (a header with a small payload, or several).
   static constexpr size_t kStageBytes = 4096;
   ssize_t read_header(uint8_t* dst, size_t want);
-  // Receiver: read_header() for a whole header not begun yet, with the payload that follows it
-  // read in the same recvmsg(): up to `expect` bytes straight into `data` (the message's first
-  // part, whose length the header will tell), any beyond into the stage. Returns what
-  // read_header() returns; `*payload` is the bytes that went into `data` (only once the whole
-  // header came). Bytes past the first part's end are not the part's: carry() gives them back.
-  ssize_t read_header_and_payload(uint8_t* header, uint8_t* data, size_t expect, size_t* payload);
-  // Receiver: bytes read past the end of a part (read_header_and_payload guessed it longer),
-  // which the stream's next reads must serve first: they go in front of the staged ones.
-  void carry(const uint8_t* bytes, size_t len);
   // A lock-free hint for pollers: parts are queued.
   bool has_work() const { return queued_.load(std::memory_order_acquire) > 0; }
   // Bytes queued and not yet moved (sender: not yet in the socket). Read without the lock by
@@ -136,9 +128,7 @@ class DataStream {
   size_t done_ = 0;  // bytes of the head part already moved (sender: its header's first)
   // A first part up to this size (header included) is copied and sent with send() (send_part).
   static constexpr size_t kSmallSendBytes = 4096;
-  // Receiver: bytes read from the socket ahead of the part or header that consumes them (at
-  // least kStageBytes). It grows only to take back bytes read past a part (carry(): at most the
-  // guess of read_header_and_payload, a posted buffer's size) and shrinks once they are served.
+  // Receiver: bytes read from the socket ahead of the part or header that consumes them.
   std::vector<uint8_t> stage_ = std::vector<uint8_t>(kStageBytes);
   size_t stage_begin_ = 0;
   size_t stage_end_ = 0;

@@ -496,7 +496,7 @@ bool TcpConnection::socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uin
 
 // Queues a message's parts; the sender's first carries the header in front (wire.h), and a send
 // too large for the receiver's buffer (oversize) queues the header alone.
-bool TcpConnection::start_parts(Request* r, uint16_t nparts, size_t first_done) {
+bool TcpConnection::start_parts(Request* r, uint16_t nparts) {
   if (r->oversize) nparts = 1;
   r->parts_pending.store(nparts, std::memory_order_relaxed);
   // Parts go to the streams round-robin, continuing where the previous message stopped: a
@@ -506,11 +506,7 @@ bool TcpConnection::start_parts(Request* r, uint16_t nparts, size_t first_done) 
   // Both sides call this in sequence order with the same sizes and part counts, so each
   // stream's byte order agrees.
   for (uint16_t i = 0; i < nparts; ++i) {
-    PartRange range = r->oversize ? PartRange{} : part_range(r->size, nparts, i);
-    if (i == 0) {  // receiver: what came with the header
-      range.offset += first_done;
-      range.length -= first_done;
-    }
+    const PartRange range = r->oversize ? PartRange{} : part_range(r->size, nparts, i);
     const size_t s = stream_of_part(i);
     const uint8_t* header = sender_ && i == 0 ? r->header : nullptr;
     if (!streams_[s]->push({r->data + range.offset, range.length, &r->parts_pending, header})) {
@@ -781,16 +777,8 @@ bool TcpConnection::progress_send(Request* r) {
 // then queues the parts; the first follows the header on the same stream.
 bool TcpConnection::progress_recv(Request* r) {
   DataStream& stream = *streams_[next_stream_];
-  // The first part's payload read with its header (DataStream::read_header_and_payload), for a
-  // first part the stage cannot take with its header in one recv(): the guess is the previous
-  // message's first part, within this buffer.
-  size_t early = 0;
   while (r->header_done < kHeaderSize) {
-    const size_t expect = std::min<size_t>(rx_first_part_, r->capacity);
-    const ssize_t n =
-        r->header_done == 0 && expect + kHeaderSize > DataStream::kStageBytes
-            ? stream.read_header_and_payload(r->header, r->data, expect, &early)
-            : stream.read_header(r->header + r->header_done, kHeaderSize - r->header_done);
+    const ssize_t n = stream.read_header(r->header + r->header_done, kHeaderSize - r->header_done);
     if (n == DataStream::kEndOfStream) peer_closed_ = true;  // fails this receive in test()
     if (n <= 0) return false;  // not arrived yet, earlier parts still queued, or failed
     r->header_done += static_cast<size_t>(n);
@@ -826,15 +814,7 @@ bool TcpConnection::progress_recv(Request* r) {
   ask_polls_ = 0;  // test(): asks are read only after kAskPolls calls without a header
   if ((h.flags & kFlagCredit) != 0 && !r->cts_sent && !queue_cts(r)) return false;
   if (!clear_after_header(r, h.size)) return false;
-  // Bytes read past the first part belong to the stream's next message: back to the stream,
-  // before any other part of this message is queued (its I/O thread may then write there).
-  const size_t first = part_range(h.size, h.nparts, 0).length;
-  if (early > first) {
-    stream.carry(r->data + first, early - first);
-    early = first;
-  }
-  rx_first_part_ = first;
-  return start_parts(r, h.nparts, early);
+  return start_parts(r, h.nparts);
 }
 
 // After the header of message r (wire.h owes_unasked): if it or the one before was of at least

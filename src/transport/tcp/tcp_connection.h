@@ -102,8 +102,8 @@ class TcpConnection final : public Connection {
   bool clear_after_header(Request* r, uint64_t size);  // receiver: r's header was just read
   bool progress_send(Request* r);
   bool progress_recv(Request* r);
-  // Queues a message's parts; receiver: `first_done` bytes of the first came with the header.
-  bool start_parts(Request* r, uint16_t nparts, size_t first_done = 0);
+  // Queues a message's parts (the receiver's once its header is read).
+  bool start_parts(Request* r, uint16_t nparts);
   void fail(ncclResult_t code, const std::string& why);
   ncclResult_t report_failure();
 
@@ -198,9 +198,6 @@ class TcpConnection final : public Connection {
   // sender's window (wire.h next_large_recent): while one was, irecv sends a large buffer's
   // clear-to-send unasked at once (wire.h owes_unasked).
   uint8_t rx_large_recent_ = kLargeRecentAtStart;
-  // Receiver: the last message's first part, the guess for the next one's
-  // (DataStream::read_header_and_payload; 0: none yet, the stage way).
-  size_t rx_first_part_ = 0;
   std::array<bool, NCCL_NET_MAX_REQUESTS> asked_{};
   // Sender, eager messages (sent before their clear-to-send): the bytes they charge against
   // eager_bytes until it arrives, and each one's size, to check against the capacity it brings.
