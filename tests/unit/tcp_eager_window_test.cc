@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -318,6 +319,51 @@ TEST(TcpEagerWindow, BytesAheadOfTheClearToSendsAreBoundedByTheWindow) {
 TEST(TcpEagerWindow, SmallerMessagesAreBoundedByFourTimesTheWindow) {
   SKIP_WITHOUT_WINDOWS();
   expect_bound(10 * 1024, 4 * 1024, 9);
+}
+
+// A receiver whose sockets' windows never grow past 64 KiB (the kernel grows one only when its
+// reader drained more than it in one round trip; here SO_RCVBUF holds it): a 64 KiB message and
+// its header never fit one of them, and each such message asked for its clear-to-send and waited
+// for the receiver (4 ranks, 256 KiB all-reduce: a quarter of one rank's messages, all run
+// long; measurements.md, twenty-ninth pass). In two parts over two sockets it fits: it goes before
+// the receiver posts, and arrives whole.
+TEST(TcpEagerWindow, AMessageOneSocketsWindowCannotTakeGoesInPartsThatFit) {
+  SKIP_WITHOUT_WINDOWS();
+  constexpr int kMessages = 32;
+  constexpr size_t kSize = 64 * 1024;
+  Endpoints e = connect_tcp(options(1024 * 1024), 4, 48 * 1024);
+  const uint32_t window = tcp_info_of(e.send_fds[1]).tcpi_snd_wnd;
+  ASSERT_LT(window, kSize + kHeaderSize)
+      << "SO_RCVBUF did not hold the receiver's window under one message: the test proves nothing";
+  int waited = 0;  // messages that did not go before their receive was posted
+  for (int i = 0; i < kMessages; ++i) {
+    auto msg = pattern(kSize, static_cast<uint8_t>(i));
+    void* sreq = post_send(*e.send, msg);
+    ASSERT_NE(sreq, nullptr) << "message " << i << " neither went nor asked";
+    // The receiver's kernel takes the whole message while its process posts nothing yet.
+    const bool early = done_within(*e.send, sreq, 300);
+    if (!early) ++waited;
+    std::vector<uint8_t> buf(kSize + 4096, 0xee);
+    void* rreq = post_recv(*e.recv, buf);
+    int size = 0;
+    // One that waited needs both ends driven: the receiver reads its ask, the sender the answer.
+    bool sent = early, received = false;
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!(sent && received) && Clock::now() < deadline) {
+      sent = sent || test_once(*e.send, sreq);
+      received = received || test_once(*e.recv, rreq, &size);
+    }
+    ASSERT_TRUE(sent && received) << "message " << i << " did not arrive within 10 s";
+    ASSERT_EQ(size, static_cast<int>(kSize)) << "message " << i;
+    ASSERT_TRUE(std::equal(msg.begin(), msg.end(), buf.begin())) << "message " << i;
+    ASSERT_TRUE(std::all_of(buf.begin() + kSize, buf.end(), [](uint8_t b) { return b == 0xee; }))
+        << "message " << i << ": bytes written past its end";
+  }
+  std::printf("%d messages of 64 KiB under %u-byte windows: %d waited for their receiver\n",
+              kMessages, window, waited);
+  // Before: every one (the one socket it rode never had room for it). A window update the
+  // receiver's kernel has not sent yet may still hold back one now and then.
+  EXPECT_LE(waited, kMessages / 8) << "messages that fit in parts still waited for the receiver";
 }
 
 TEST(TcpEagerWindow, ALateReceiverNeverLeavesBytesWaitingInTheSendersSockets) {

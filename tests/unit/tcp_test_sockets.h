@@ -29,9 +29,14 @@ namespace mesh::tcp::tcp_test {
 
 // A connected TCP pair over 127.0.0.1 (blocking setup; the connection makes them non-blocking).
 // `from` (host order, 127/8), when not 0, is the source address of `a`: another "cable".
-inline void tcp_pair(UniqueFd* a, UniqueFd* b, uint32_t from = 0) {
+// `rcvbuf`, when not 0, is b's SO_RCVBUF (set on the listener, so that the handshake already
+// offers that window): the kernel then never grows b's window past it.
+inline void tcp_pair(UniqueFd* a, UniqueFd* b, uint32_t from = 0, int rcvbuf = 0) {
   UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(listener.valid());
+  if (rcvbuf != 0) {
+    ASSERT_EQ(setsockopt(listener.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+  }
   sockaddr_in addr = make_sockaddr(0x7f000001, 0);  // 127.0.0.1, any free port
   ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ASSERT_EQ(listen(listener.get(), 1), 0);
@@ -53,14 +58,15 @@ struct Endpoints {
   std::vector<int> send_fds;  // the sender's sockets (owned by the connection), to inspect
 };
 
-inline Endpoints connect_tcp(const TcpOptions& options, size_t streams = 2) {
+// `rcvbuf`: the receiver's data sockets' SO_RCVBUF (tcp_pair), 0 for the kernel's autotuning.
+inline Endpoints connect_tcp(const TcpOptions& options, size_t streams = 2, int rcvbuf = 0) {
   handshake::ConnectedSockets s, r;
   Endpoints e;
   tcp_pair(&s.control, &r.control);
   e.send_fds.push_back(s.control.get());
   for (size_t i = 0; i < streams; ++i) {
     UniqueFd a, b;
-    tcp_pair(&a, &b);
+    tcp_pair(&a, &b, 0, rcvbuf);
     e.send_fds.push_back(a.get());
     s.data.push_back(std::move(a));
     r.data.push_back(std::move(b));

@@ -205,7 +205,7 @@ ncclResult_t TcpConnection::isend(void* data, size_t size, int /*tag*/, MemoryRe
     cleared = static_cast<int32_t>(cts_received_ - next_seq_) > 0;
     budgeted = !cleared && asks_waiting_ == 0 && may_send_eagerly(size);
     on_window = !cleared && asks_waiting_ == 0 && !budgeted &&
-                (has_room || windows_have_room(size, nparts));
+                (has_room || windows_have_room(size, &nparts));
   };
   decide(false);
   const bool early_now = budgeted || on_window;
@@ -454,7 +454,7 @@ bool TcpConnection::may_send_eagerly(size_t size) const {
 // it, four times that for a smaller one, credit_rule): with the window alone a sender of a large
 // transfer ran megabytes ahead and its receiver copied them out of cache-cold socket buffers (3-4
 // ranks, 4 MiB all-reduce: 1.3-1.5x slower; measurements.md).
-bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
+bool TcpConnection::windows_have_room(size_t size, uint32_t* nparts) {
   const uint64_t charge = static_cast<uint64_t>(size) + kHeaderSize;
   if (!window_known_ || options_.eager_bytes == 0 ||
       window_outstanding_ + charge > early_bound(size)) {
@@ -464,6 +464,30 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t nparts) {
   if (window_asked_ && window_asked_seq_ == next_seq_) return false;
   window_asked_ = true;
   window_asked_seq_ = next_seq_;
+  // A message the windows of its sockets cannot take in its parts may still fit in more, smaller
+  // ones over the next sockets (the receiver follows the header's part count). A socket's window
+  // can stay at the 64 KiB a connection starts with while the others have grown (the receiver's
+  // kernel grows a buffer only when its reader drained more than it in one round trip): there a
+  // 64 KiB ring step and its header never fit, and every message on that socket asked for its
+  // clear-to-send, two records and a round trip each (4 ranks, 256 KiB all-reduce: a quarter
+  // of one rank's messages for a whole run; measurements.md, twenty-ninth pass). A part more
+  // costs a send and a receive at each end, far less than that. Not below kMinSplitPart a part:
+  // a small message the windows cannot take means a receiver that is behind, which parts do not
+  // change.
+  const uint32_t most = static_cast<uint32_t>(
+      std::min<size_t>(streams_.size(), std::max<size_t>(*nparts, size / kMinSplitPart)));
+  for (uint32_t parts = *nparts; parts <= most; ++parts) {
+    if (parts_have_room(size, parts)) {
+      *nparts = parts;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether every socket that part i of a message of `size` in `nparts` parts would ride has window
+// room for it (the first with the header in front) behind that stream's unmoved parts.
+bool TcpConnection::parts_have_room(size_t size, uint32_t nparts) {
   for (uint32_t i = 0; i < nparts; ++i) {
     // Parts of one message go to distinct streams (nparts <= streams).
     const size_t k = stream_of_part(i);

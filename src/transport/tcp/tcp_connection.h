@@ -208,7 +208,10 @@ class TcpConnection final : public Connection {
   // and which messages went that way. Asked at most once per message (a "no" costs a few
   // syscalls and NCCL retries isend in a tight loop; the clear-to-send follows anyway), and
   // never again once the kernel could not answer.
-  bool windows_have_room(size_t size, uint32_t nparts);
+  // May raise `nparts` (more, smaller parts over the next streams) where that lets it go.
+  bool windows_have_room(size_t size, uint32_t* nparts);
+  bool parts_have_room(size_t size, uint32_t nparts);
+  static constexpr size_t kMinSplitPart = 16 * 1024;
   bool socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need, bool exact);
   uint64_t window_outstanding_ = 0;
   std::array<bool, NCCL_NET_MAX_REQUESTS> on_window_{};
