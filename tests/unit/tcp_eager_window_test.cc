@@ -366,6 +366,30 @@ TEST(TcpEagerWindow, AMessageOneSocketsWindowCannotTakeGoesInPartsThatFit) {
   EXPECT_LE(waited, kMessages / 8) << "messages that fit in parts still waited for the receiver";
 }
 
+// Where every socket is full (a receiver that is behind), the message tried in one part, then
+// two, three and four asks each socket's kernel once: the tries after the first answer from the
+// edge just measured (before: the first socket's kernel again for each part count, four queries
+// where one told it all).
+TEST(TcpEagerWindow, AMessageTriedInMorePartsAsksEachSocketsKernelOnce) {
+  SKIP_WITHOUT_WINDOWS();
+  Endpoints e = connect_tcp(options(16 * 1024 * 1024), 4);
+  // The data sockets filled behind the connection's back (their bytes never read: the test
+  // looks only at how the sender decides), until each window is closed.
+  for (size_t i = 1; i < e.send_fds.size(); ++i) {
+    set_nonblocking(e.send_fds[i], true);
+    ASSERT_GT(fill_until_blocked(e.send_fds[i]), 0u);
+    uint64_t room = 1;
+    ASSERT_TRUE(settled_room(e.send_fds[i], &room));
+    ASSERT_EQ(room, 0u) << "socket " << i << " still has room";
+  }
+  auto msg = pattern(64 * 1024, 3);
+  const uint64_t before = peer_window_queries();
+  void* req = post_send(*e.send, msg);
+  const uint64_t queries = peer_window_queries() - before;
+  EXPECT_NE(req, nullptr) << "a message no window could take neither asked nor went";
+  EXPECT_EQ(queries, 1u) << "the full first socket was asked again for each part count tried";
+}
+
 TEST(TcpEagerWindow, ALateReceiverNeverLeavesBytesWaitingInTheSendersSockets) {
   SKIP_WITHOUT_WINDOWS();
   // A receiver that posts nothing (a rank still computing): the sender keeps offering 48 KiB

@@ -474,10 +474,14 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t* nparts) {
   // costs a send and a receive at each end, far less than that. Not below kMinSplitPart a part:
   // a small message the windows cannot take means a receiver that is behind, which parts do not
   // change.
+  // Each socket's kernel is asked at most once per message: a second answer a moment later would
+  // tell the same (a receiver that is behind left every socket short: one query each, not one
+  // per part count tried).
   const uint32_t most = static_cast<uint32_t>(
       std::min<size_t>(streams_.size(), std::max<size_t>(*nparts, size / kMinSplitPart)));
+  uint64_t measured = 0;
   for (uint32_t parts = *nparts; parts <= most; ++parts) {
-    if (parts_have_room(size, parts)) {
+    if (parts_have_room(size, parts, &measured)) {
       *nparts = parts;
       return true;
     }
@@ -486,8 +490,9 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t* nparts) {
 }
 
 // Whether every socket that part i of a message of `size` in `nparts` parts would ride has window
-// room for it (the first with the header in front) behind that stream's unmoved parts.
-bool TcpConnection::parts_have_room(size_t size, uint32_t nparts) {
+// room for it (the first with the header in front) behind that stream's unmoved parts. `measured`:
+// the streams (bit k; past 64 streams, none) whose kernel was asked already for this message.
+bool TcpConnection::parts_have_room(size_t size, uint32_t nparts, uint64_t* measured) {
   for (uint32_t i = 0; i < nparts; ++i) {
     // Parts of one message go to distinct streams (nparts <= streams).
     const size_t k = stream_of_part(i);
@@ -498,7 +503,12 @@ bool TcpConnection::parts_have_room(size_t size, uint32_t nparts) {
     const uint64_t unmoved = s.unmoved_bytes();
     const uint64_t sent = s.pushed_bytes() - unmoved;
     const uint64_t need = part_range(size, nparts, i).length + (i == 0 ? kHeaderSize : 0) + unmoved;
-    if (!socket_has_room(stream_edges_[k], s.fd(), sent, need, unmoved == 0)) return false;
+    const uint64_t bit = k < 64 ? uint64_t{1} << k : 0;
+    const bool may_ask = bit == 0 || (*measured & bit) == 0;
+    *measured |= bit;
+    if (!socket_has_room(stream_edges_[k], s.fd(), sent, need, unmoved == 0, may_ask)) {
+      return false;
+    }
   }
   return true;
 }
@@ -506,10 +516,12 @@ bool TcpConnection::parts_have_room(size_t size, uint32_t nparts) {
 // `need` more bytes after the `sent` the socket has taken: within the edge remembered from an
 // earlier answer, no syscall; otherwise the kernel is asked again (peer_window.h WindowEdge).
 // `exact`: nothing of the stream is queued, so no I/O thread can move a byte while the kernel is
-// asked and `sent` is all the socket took (WindowEdge may then learn its offset).
+// asked and `sent` is all the socket took (WindowEdge may then learn its offset). `may_ask`
+// false: the remembered edge alone answers.
 bool TcpConnection::socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need,
-                                    bool exact) {
+                                    bool exact, bool may_ask) {
   if (edge.covers(sent, need)) return true;
+  if (!may_ask) return false;
   uint64_t room = 0;
   if (!edge.measure(fd, sent, &room, exact)) {
     window_known_ = false;  // not TCP (a test's socketpair) or an old kernel: ask no more

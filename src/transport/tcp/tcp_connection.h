@@ -210,9 +210,10 @@ class TcpConnection final : public Connection {
   // never again once the kernel could not answer.
   // May raise `nparts` (more, smaller parts over the next streams) where that lets it go.
   bool windows_have_room(size_t size, uint32_t* nparts);
-  bool parts_have_room(size_t size, uint32_t nparts);
+  bool parts_have_room(size_t size, uint32_t nparts, uint64_t* measured);
   static constexpr size_t kMinSplitPart = 16 * 1024;
-  bool socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need, bool exact);
+  bool socket_has_room(WindowEdge& edge, int fd, uint64_t sent, uint64_t need, bool exact,
+                       bool may_ask);
   uint64_t window_outstanding_ = 0;
   std::array<bool, NCCL_NET_MAX_REQUESTS> on_window_{};
   bool window_known_ = true;
