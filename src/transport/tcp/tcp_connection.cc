@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "handshake/hello.h"
 #include "transport/requests.h"
 #include "transport/tcp/chunking.h"
 #include "transport/tcp/peer_window.h"
@@ -473,10 +474,8 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t* nparts) {
   // of one rank's messages for a whole run; measurements.md, twenty-ninth pass). A part more
   // costs a send and a receive at each end, far less than that. Not below kMinSplitPart a part:
   // a small message the windows cannot take means a receiver that is behind, which parts do not
-  // change.
-  // Each socket's kernel is asked at most once per message: a second answer a moment later would
-  // tell the same (a receiver that is behind left every socket short: one query each, not one
-  // per part count tried).
+  // change. Each socket's kernel is asked at most once per message, whatever the part counts
+  // tried: a second answer a moment later would tell the same.
   const uint32_t most = static_cast<uint32_t>(
       std::min<size_t>(streams_.size(), std::max<size_t>(*nparts, size / kMinSplitPart)));
   uint64_t measured = 0;
@@ -491,7 +490,8 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t* nparts) {
 
 // Whether every socket that part i of a message of `size` in `nparts` parts would ride has window
 // room for it (the first with the header in front) behind that stream's unmoved parts. `measured`:
-// the streams (bit k; past 64 streams, none) whose kernel was asked already for this message.
+// the streams (bit k) whose kernel was asked already for this message.
+static_assert(handshake::kMaxDataStreams <= 64, "parts_have_room keeps one bit per data stream");
 bool TcpConnection::parts_have_room(size_t size, uint32_t nparts, uint64_t* measured) {
   for (uint32_t i = 0; i < nparts; ++i) {
     // Parts of one message go to distinct streams (nparts <= streams).
@@ -503,8 +503,8 @@ bool TcpConnection::parts_have_room(size_t size, uint32_t nparts, uint64_t* meas
     const uint64_t unmoved = s.unmoved_bytes();
     const uint64_t sent = s.pushed_bytes() - unmoved;
     const uint64_t need = part_range(size, nparts, i).length + (i == 0 ? kHeaderSize : 0) + unmoved;
-    const uint64_t bit = k < 64 ? uint64_t{1} << k : 0;
-    const bool may_ask = bit == 0 || (*measured & bit) == 0;
+    const uint64_t bit = uint64_t{1} << k;
+    const bool may_ask = (*measured & bit) == 0;
     *measured |= bit;
     if (!socket_has_room(stream_edges_[k], s.fd(), sent, need, unmoved == 0, may_ask)) {
       return false;
