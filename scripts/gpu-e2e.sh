@@ -83,13 +83,13 @@
 # of the emulated steps; ring, off, or none = NCCL_TUNER_PLUGIN=none), GIN_RANKS (2,3,4: the
 # gin-alltoall step, tests/gpu/gin_alltoall.sh; GIN_ELEMENTS, GIN_ITERS pass through),
 # GPU_E2E_STEPS (empty: every step; else a comma list of the steps to run, in the script's
-# order whatever the list's: check-mesh check-socket bench ceiling torch gin-alltoall check-ring
-# check-line bench-ring bench-line versus-socket nccl-version; build always runs where nothing is
-# prebuilt; the emulated steps also need their shape in CHECK_EMULATE / BENCH_EMULATE). A step
-# left out is not in summary.json and does not fail the run; a listed step that cannot run (no
-# bench program, no NCCL Socket plugin, the build failed) is NOT-RUN; an unknown name ends the run
-# before anything runs. A lent GPU machine gives a session about one call of at most 600 s:
-# scripts/gpu-issue28.sh runs the open issue's steps in one.
+# order whatever the list's: check-mesh check-socket bench ceiling choices torch gin-alltoall
+# check-ring check-line bench-ring bench-line versus-socket nccl-version; build always runs where
+# nothing is prebuilt; the emulated steps also need their shape in CHECK_EMULATE /
+# BENCH_EMULATE). A step left out is not in summary.json and does not fail the run; a listed
+# step that cannot run (no bench program, no NCCL Socket plugin, the build failed) is NOT-RUN; an
+# unknown name ends the run before anything runs. A lent GPU machine gives a session about one
+# call of at most 600 s: scripts/gpu-issue28.sh runs the open issue's steps in one.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -155,8 +155,8 @@ fi
 
 # GPU_E2E_STEPS: which steps run (empty: all). selected NAME says whether NAME is one of them;
 # listed NAME whether the list names it (a step that cannot run then says NOT-RUN).
-ALL_STEPS=(check-mesh check-socket bench ceiling torch gin-alltoall check-ring check-line
-           bench-ring bench-line versus-socket nccl-version)
+ALL_STEPS=(check-mesh check-socket bench ceiling choices torch gin-alltoall check-ring
+           check-line bench-ring bench-line versus-socket nccl-version)
 IFS=', ' read -r -a ONLY_STEPS <<<"${GPU_E2E_STEPS:-}"
 for step in ${ONLY_STEPS[@]+"${ONLY_STEPS[@]}"}; do
   [[ " ${ALL_STEPS[*]} " == *" $step "* ]] ||
@@ -402,6 +402,27 @@ if ((BUILT)); then
     fi
   fi
 
+  # ---- NCCL's choices over Mesh and over Socket (issue 28) ------------------------------------
+  # The first GPU run had NCCL over Mesh 1.30-1.46x slower than over Socket at 1 KiB with 3-4
+  # ranks, where the bench's loop has Mesh faster than NCCL's Socket net code at every size. The
+  # first thing to rule out is that NCCL chose differently (algorithm, protocol, channels): a
+  # few calls per size with NCCL_DEBUG_SUBSYS=TUNING (rank 0 logs each choice; too many lines for
+  # the timed bench step), then scripts/nccl-choices-report.py: a table per rank count and a
+  # `SUMMARY choices nN:` line naming the cells where Mesh and Socket differ. Knobs: CHOICES (0:
+  # skip), CHOICES_SIZES (1K,64K,256K,1M,4M,64M).
+  if [[ ${CHOICES:-1} != 0 ]]; then
+    BENCH_RANKS=${BENCH_RANKS:-2,3,4}
+    export E2E PLUGIN BENCH_RANKS CHOICES_SIZES
+    choices() {
+      NCCL_DEBUG_SUBSYS=INIT,NET,TUNING "$E2E" --mode bench --net Mesh,Socket --plugin "$PLUGIN" \
+        --ranks "$BENCH_RANKS" --sizes "${CHOICES_SIZES:-1K,64K,256K,1M,4M,64M}" \
+        --seconds-per-size 0.001 --out "$OUT/choices" --timeout 60 --total-timeout "$1" \
+        --skip-exit-code 77 || return
+      python3 "$ROOT/scripts/nccl-choices-report.py" "$OUT/choices"
+    }
+    run_step choices 90 choices @LIMIT@
+  fi
+
   # ---- PyTorch -----------------------------------------------------------------------------
   run_step torch 150 "$PY" "$ROOT/tests/gpu/torch_check.py" --net Mesh --plugin "$PLUGIN" \
     --ranks "${TORCH_RANKS:-2,4}" --out "$OUT/torch" --timeout 100 --total-timeout @LIMIT@ --skip-exit-code 77
@@ -468,7 +489,7 @@ if ((BUILT)); then
   fi
   RESERVE_S=0
 else
-  for step in check-mesh check-socket bench ceiling torch gin-alltoall ${EMULATE_STEPS[@]+"${EMULATE_STEPS[@]}"}; do
+  for step in check-mesh check-socket bench ceiling choices torch gin-alltoall ${EMULATE_STEPS[@]+"${EMULATE_STEPS[@]}"}; do
     selected "$step" && STEPS+=("$step NOT-RUN 0")
   done
   listed versus-socket && STEPS+=("versus-socket NOT-RUN 0")

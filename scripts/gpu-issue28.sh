@@ -5,7 +5,8 @@
 # for one call, so this script puts the open issue's items in it, the must-show first:
 #   1. perf   scripts/gpu-e2e.sh steps bench (NCCL over Mesh and over Socket, 2-4 ranks: the
 #             TARGET lines "never slower than Socket at any size"), ceiling (the plugin alone with
-#             a ring all-reduce's traffic: "Mesh busbw at >= 64 MiB NN% of the ceiling") and
+#             a ring all-reduce's traffic: "Mesh busbw at >= 64 MiB NN% of the ceiling"), choices
+#             (whether NCCL chose the same algorithm, protocol and channels over both nets) and
 #             versus-socket (Mesh against NCCL's own Socket net code in the bench's loop), then
 #             nccl-version;
 #   2. check  check-mesh and check-socket: every collective and protocol through the data path
@@ -20,7 +21,7 @@
 # folder of the working tree):
 #   NCCL_SRC=<NCCL 2.28.9 tree> scripts/gpu-e2e.sh --prebuild build-gpu-prebuilt
 #   scripts/gpu-issue28.sh build-gpu-prebuilt OUTDIR     (device call: timeout_s 590)
-# Knobs: ISSUE28_BUDGET_S (560: the whole call), ISSUE28_PERF_S (250), ISSUE28_CHECK_S (150: at
+# Knobs: ISSUE28_BUDGET_S (560: the whole call), ISSUE28_PERF_S (280), ISSUE28_CHECK_S (150: at
 # most; less where the sweep would get under its minimum), ISSUE28_SWEEP_MIN_S (120: less left
 # and the sweep does not start), SWEEP_ROUNDS (2). The steps' own knobs pass through
 # (BENCH_RANKS, CEILING_SIZES, CHECK_RANKS, ..., scripts/gpu-e2e.sh; RANKS, SIZES, MIN_CHUNKS,
@@ -49,7 +50,7 @@ e2e() {  # e2e PART BUDGET_S STEPS
   return "$rc"
 }
 status=0
-e2e perf "${ISSUE28_PERF_S:-250}" bench,ceiling,versus-socket,nccl-version || status=1
+e2e perf "${ISSUE28_PERF_S:-280}" bench,ceiling,choices,versus-socket,nccl-version || status=1
 
 sweep_min=${ISSUE28_SWEEP_MIN_S:-120}
 check_s=${ISSUE28_CHECK_S:-150}

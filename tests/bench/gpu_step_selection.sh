@@ -56,7 +56,7 @@ got=$(steps_of "$dir/vs/summary.json")
 # No list: the whole run as before (the ceiling and emulated steps off by their own knobs).
 run_e2e "$root/scripts/gpu-e2e.sh" "$dir/all"
 got=$(steps_of "$dir/all/summary.json")
-[ "$got" = "check-mesh check-socket bench torch gin-alltoall nccl-version" ] ||
+[ "$got" = "check-mesh check-socket bench choices torch gin-alltoall nccl-version" ] ||
   fail "the full run's steps: $got"
 
 # The one-call script checks its binaries before it spends device time.
