@@ -413,12 +413,15 @@ if ((BUILT)); then
   if [[ ${CHOICES:-1} != 0 ]]; then
     BENCH_RANKS=${BENCH_RANKS:-2,3,4}
     export E2E PLUGIN BENCH_RANKS CHOICES_SIZES
-    choices() {
+    choices() {  # the report reads whatever sets ran, also when one failed
+      local rc=0
       NCCL_DEBUG_SUBSYS=INIT,NET,TUNING "$E2E" --mode bench --net Mesh,Socket --plugin "$PLUGIN" \
         --ranks "$BENCH_RANKS" --sizes "${CHOICES_SIZES:-1K,64K,256K,1M,4M,64M}" \
         --seconds-per-size 0.001 --out "$OUT/choices" --timeout 60 --total-timeout "$1" \
-        --skip-exit-code 77 || return
-      python3 "$ROOT/scripts/nccl-choices-report.py" "$OUT/choices"
+        --skip-exit-code 77 || rc=$?
+      ((rc == 77)) && return 77
+      python3 "$ROOT/scripts/nccl-choices-report.py" "$OUT/choices" || rc=1
+      return $rc
     }
     run_step choices 90 choices @LIMIT@
   fi

@@ -7,6 +7,7 @@
 #   - with GPU_E2E_STEPS it runs the listed steps only, and summary.json has those and no other;
 #   - a listed step that cannot run (versus-socket without NCCL's Socket plugin) is NOT-RUN;
 #   - without GPU_E2E_STEPS every step of the full run is still there;
+#   - the choices step runs the program with TUNING on and hands its rank logs to the report;
 #   - scripts/gpu-issue28.sh refuses a prebuilt folder that lacks a binary its steps need.
 # usage: gpu_step_selection.sh REPO_ROOT
 set -eu
@@ -59,9 +60,31 @@ got=$(steps_of "$dir/all/summary.json")
 [ "$got" = "check-mesh check-socket bench choices torch gin-alltoall nccl-version" ] ||
   fail "the full run's steps: $got"
 
+# The choices step hands the bench's rank logs to the report: a stand-in that writes what
+# NCCL 2.28's rank 0 logs with TUNING on (it is run with NCCL_DEBUG_SUBSYS including TUNING).
+mkdir "$dir/tuning"
+cat >"$dir/tuning/nccl-mesh-gpu-e2e" <<'STANDIN'
+#!/bin/sh
+case ",$NCCL_DEBUG_SUBSYS," in *,TUNING,*) ;; *) echo "TUNING is off"; exit 1 ;; esac
+while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+for net in Mesh Socket; do
+  mkdir -p "$out/bench-$net-n2"
+  echo "gpu0:1:1 [0] NCCL INFO AllReduce: 1024 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}" \
+    >"$out/bench-$net-n2/rank0.log"
+done
+STANDIN
+chmod +x "$dir/tuning/nccl-mesh-gpu-e2e"
+: >"$dir/tuning/libnccl-net-mesh.so"
+env GPU_E2E_PREBUILT="$dir/tuning" GPU_E2E_BUDGET_S=120 GPU_E2E_STEPS=choices \
+  "$root/scripts/gpu-e2e.sh" "$dir/choices" >"$dir/e2e.txt" 2>&1 || true
+[ "$(status_of "$dir/choices/summary.json" choices)" = "['PASS']" ] ||
+  fail "choices: $(status_of "$dir/choices/summary.json" choices): $(cat "$dir/choices/choices.log")"
+grep -q "SUMMARY choices n2: Mesh and Socket agree in 1 of 1 cells" "$dir/e2e.txt" ||
+  fail "choices: no SUMMARY line in $(cat "$dir/e2e.txt")"
+
 # The issue's one-call script checks its binaries before it spends device time.
 rc=0
 "$root/scripts/gpu-issue28.sh" "$dir/prebuilt" "$dir/i28" >"$dir/i28.txt" 2>&1 || rc=$?
 [ "$rc" = 2 ] || fail "gpu-issue28.sh without nccl-mesh-bench: exit $rc, expected 2"
 grep -q "lacks nccl-mesh-bench" "$dir/i28.txt" || fail "gpu-issue28.sh: $(cat "$dir/i28.txt")"
-echo "OK: step selection, NOT-RUN, the full run and the one-call script's preflight"
+echo "OK: step selection, NOT-RUN, the full run, choices and the one-call script's preflight"
