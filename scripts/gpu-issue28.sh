@@ -76,8 +76,8 @@ fi
   echo "issue 28: $(nvidia-smi -L 2>/dev/null | head -1 || true) $(date -u +%FT%TZ), $((SECONDS - START)) s"
   for part in perf check; do
     echo "-- $part"
-    grep -hE '^ +[a-z0-9-]+ +(PASS|FAIL|SKIP|TIMEOUT|NOT-RUN|NO-RELAY) ' "$OUT/$part/gpu-e2e.log" 2>/dev/null
-    grep -hE '^ +(SUMMARY|TARGET)' "$OUT/$part/gpu-e2e.log" 2>/dev/null
+    # The part's own summary: its steps' verdicts and their SUMMARY and TARGET lines.
+    sed -n '/=== gpu-e2e summary/,/^steps passed/p' "$OUT/$part/gpu-e2e.log" 2>/dev/null
   done
   echo "-- sweep"
   cat "$OUT/sweep/report.txt" 2>/dev/null || echo "no report"

@@ -16,11 +16,11 @@ This reads the rank0.log of each bench set that nccl-mesh-gpu-e2e --mode bench w
 what NCCL chose over each net, marking the cells where Mesh and Socket differ, then one line per
 rank count:
 
-    SUMMARY choices n3: Mesh and Socket agree in 18 of 20 cells; differ: AllReduce 1024 B (Mesh RING/LL 2 ch, Socket TREE/LL 2 ch), ...
+    SUMMARY choices n3: Mesh and Socket agree in 18 of 20 cells; differ: AllReduce 1024 B (Mesh RING/LL 2 ch, Socket TREE/LL 2 ch); ...
 
 A cell with several choices over one net (NCCL changed its mind between calls) lists them all.
-Exit status 1 when no set had a TUNING line (TUNING was not on, or no set ran), else 0: a
-difference is a finding, not a failure.
+Exit status 1 when no set had a TUNING line (TUNING was not on, or no set ran: DIR may not
+exist), else 0: a difference is a finding, not a failure.
 """
 import argparse
 import collections
@@ -54,7 +54,8 @@ def main():
     ap.add_argument("dir", help="the --out folder of nccl-mesh-gpu-e2e --mode bench")
     args = ap.parse_args()
     sets = collections.defaultdict(dict)  # ranks -> net -> cells
-    for d in sorted(pathlib.Path(args.dir).iterdir()):
+    top = pathlib.Path(args.dir)
+    for d in sorted(top.iterdir()) if top.is_dir() else []:
         m = SET.match(d.name)
         if m and (d / "rank0.log").is_file():
             cells = read_choices(d / "rank0.log")

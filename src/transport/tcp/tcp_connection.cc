@@ -488,10 +488,11 @@ bool TcpConnection::windows_have_room(size_t size, uint32_t* nparts) {
   return false;
 }
 
+static_assert(handshake::kMaxDataStreams <= 64, "parts_have_room keeps one bit per data stream");
+
 // Whether every socket that part i of a message of `size` in `nparts` parts would ride has window
 // room for it (the first with the header in front) behind that stream's unmoved parts. `measured`:
 // the streams (bit k) whose kernel was asked already for this message.
-static_assert(handshake::kMaxDataStreams <= 64, "parts_have_room keeps one bit per data stream");
 bool TcpConnection::parts_have_room(size_t size, uint32_t nparts, uint64_t* measured) {
   for (uint32_t i = 0; i < nparts; ++i) {
     // Parts of one message go to distinct streams (nparts <= streams).
