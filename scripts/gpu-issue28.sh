@@ -80,6 +80,12 @@ fi
     sed -n '/=== gpu-e2e summary/,/^steps passed/p' "$OUT/$part/gpu-e2e.log" 2>/dev/null
   done
   echo "-- sweep"
-  cat "$OUT/sweep/report.txt" 2>/dev/null || echo "no report"
+  # An empty report is a sweep that read no bench results (its runs' lines are in this call's
+  # output, above the summary).
+  if [[ -s "$OUT/sweep/report.txt" ]]; then
+    cat "$OUT/sweep/report.txt"
+  else
+    echo "no report: the sweep did not run or read no bench results (its lines are above)"
+  fi
 } | tee "$OUT/issue28-summary.txt"
 exit $status
