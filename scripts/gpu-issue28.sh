@@ -80,8 +80,6 @@ fi
     sed -n '/=== gpu-e2e summary/,/^steps passed/p' "$OUT/$part/gpu-e2e.log" 2>/dev/null
   done
   echo "-- sweep"
-  # An empty report is a sweep that read no bench results (its runs' lines are in this call's
-  # output, above the summary).
   if [[ -s "$OUT/sweep/report.txt" ]]; then
     cat "$OUT/sweep/report.txt"
   else
